@@ -1,0 +1,46 @@
+//! Small helpers over SPI: running the engine's SQL and converting values.
+
+use pgrx::datum::DatumWithOid;
+use pgrx::prelude::*;
+
+/// Runs SQL that answers no rows; a failure is the statement's own error.
+pub fn run(sql: &str) {
+    Spi::run(sql).unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile running: {sql}"));
+}
+
+/// Runs SQL with arguments that answers no rows.
+pub fn run_with(sql: &str, args: &[DatumWithOid]) {
+    Spi::run_with_args(sql, args)
+        .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile running: {sql}"));
+}
+
+/// The first column of the first row of a query, if it answers a row and
+/// that value is not null.
+pub fn one<T: FromDatum + IntoDatum>(sql: &str, args: &[DatumWithOid]) -> Option<T> {
+    Spi::connect_mut(|client| {
+        let mut rows = client
+            .update(sql, Some(1), args)
+            .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile running: {sql}"));
+        rows.next().and_then(|row| row.get::<T>(1).ok().flatten())
+    })
+}
+
+pub fn to_pg(id: uuid::Uuid) -> pgrx::Uuid {
+    pgrx::Uuid::from_bytes(*id.as_bytes())
+}
+
+pub fn from_pg(id: pgrx::Uuid) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(*id.as_bytes())
+}
+
+/// Raises an SQL error with a hint, for input the caller must change.
+pub fn refuse(message: impl Into<String>, hint: impl Into<String>) -> ! {
+    pgrx::pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        message.into(),
+        "magic_sync",
+    )
+    .set_hint(hint)
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR does not return")
+}

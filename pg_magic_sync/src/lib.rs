@@ -1,0 +1,57 @@
+//! magic_sync's server half: a PostgreSQL extension.
+//!
+//! `CREATE EXTENSION magic_sync` makes schema `sync` with the engine's
+//! tables (sql/schema.sql) and these functions:
+//! - declarations: `sync.declare_replicas`, `sync.declare_table`,
+//!   `sync.triggers` (declare.rs);
+//! - the relay: `CALL sync.relay()` runs one pass (relay.rs and the modules
+//!   of its steps: observe, plan, load, record);
+//! - the default transport, a queue in the database: `sync.next`, `sync.ack`
+//!   (queue.rs);
+//! - what replicas send up: `sync.receive` (receive.rs).
+//!
+//! The `#[pg_extern]` functions are thin: they take SQL values, call plain
+//! Rust and SQL, and turn the answer into SQL values.
+
+use pgrx::prelude::*;
+
+mod catalog;
+mod db;
+mod declare;
+mod envelope;
+mod load;
+mod observe;
+mod pack;
+mod plan;
+mod queue;
+mod receive;
+mod record;
+mod relay;
+mod seal;
+mod settings;
+mod table_sql;
+
+::pgrx::pg_module_magic!(name, version);
+
+// The engine's tables come first; every function is created after them.
+extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
+// Trigger functions and the relay procedure, in PL/pgSQL.
+extension_sql_file!("../../sql/noting.sql", name = "noting", finalize);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::define();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec![]
+    }
+}

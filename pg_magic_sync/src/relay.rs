@@ -1,0 +1,92 @@
+//! One relay pass, run by `CALL sync.relay()` (sql/noting.sql) in a
+//! REPEATABLE READ transaction that holds the relay's lock: observe the
+//! replicas, plan, load, record, and mark the notes done, all in that one
+//! transaction, before anything is published.
+
+use pgrx::prelude::*;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::catalog;
+use crate::db::{self, from_pg, to_pg};
+use crate::load;
+use crate::observe;
+use crate::plan;
+use crate::record::{self, Epoch};
+use crate::seal;
+use crate::settings;
+
+const MARK_NOTES_DONE: &str = "\
+    UPDATE sync.notes n SET done = true FROM sync_pass_notes p WHERE n.id = p.id";
+
+/// Bodies no message carries any more.
+const DROP_UNCARRIED_BODIES: &str = "\
+    DELETE FROM sync.bodies b WHERE NOT EXISTS (SELECT 1 FROM sync.outbox o WHERE o.body = b.id)";
+
+/// The pass's scratch tables, dropped as it ends (two passes may share a
+/// transaction, as tests do).
+const DROP_PASS_TABLES: &str = "\
+    DROP TABLE sync_pass_live, sync_pass_notes, sync_pass_changed, sync_pass_replicas, \
+        sync_pass_plan, sync_pass_rows, sync_pass_cohorts, sync_pass_cohort_rows, \
+        sync_pass_bodies, sync_pass_messages, sync_pass_refused, sync_pass_carried";
+
+/// A live replica whose chain is in another epoch than the current one
+/// cannot follow anything sent in it: it begins again with a snapshot.
+const PROVISION_OTHER_EPOCHS: &str = "\
+    UPDATE sync.replicas SET provision = true \
+    WHERE live AND NOT provision AND epoch IS DISTINCT FROM $1";
+
+/// The current epoch, begun the first time it is needed.
+pub fn current_epoch() -> Epoch {
+    let found = Spi::connect(|client| {
+        let mut rows = client
+            .select(
+                "SELECT id, secret FROM sync.epochs WHERE current",
+                Some(1),
+                &[],
+            )
+            .expect("reads sync.epochs");
+        rows.next().map(|row| Epoch {
+            id: from_pg(row.get(1).ok().flatten().expect("an epoch id")),
+            secret: row.get(2).ok().flatten().expect("an epoch secret"),
+        })
+    });
+    found.unwrap_or_else(begin_epoch)
+}
+
+fn begin_epoch() -> Epoch {
+    let epoch = Epoch {
+        id: Uuid::new_v4(),
+        secret: seal::draw_secret().to_vec(),
+    };
+    db::run_with(
+        "INSERT INTO sync.epochs (id, secret) VALUES ($1, $2)",
+        &[to_pg(epoch.id).into(), epoch.secret.clone().into()],
+    );
+    epoch
+}
+
+/// `sync.record_pass()`: the recording half of a pass. Called by
+/// `sync.relay()`, which gives it its transaction; answers what it did.
+#[pg_extern(volatile)]
+fn record_pass() -> pgrx::JsonB {
+    let epoch = current_epoch();
+    let observed = observe::observe_replicas();
+    db::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
+    let tables = catalog::declared_tables();
+    let notes = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()));
+    load::load(&tables);
+    let recorded = record::record(&tables, &epoch, settings::limits());
+    db::run(MARK_NOTES_DONE);
+    db::run(DROP_UNCARRIED_BODIES);
+    db::run(DROP_PASS_TABLES);
+    pgrx::JsonB(json!({
+        "notes": notes,
+        "became_live": observed.became_live,
+        "forgotten": observed.forgotten,
+        "provisioned": recorded.provisioned,
+        "messages": recorded.messages,
+        "bodies": recorded.bodies,
+        "too_large": recorded.too_large,
+    }))
+}

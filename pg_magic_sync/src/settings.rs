@@ -1,0 +1,51 @@
+//! The engine's settings, as GUCs (`magic_sync.*`).
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+use magic_sync_proto::limits::Limits;
+
+pub static MESSAGE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.rows as i32);
+pub static MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.bytes as i32);
+pub static NOTES_PER_PASS: GucSetting<i32> = GucSetting::<i32>::new(100_000);
+
+pub fn define() {
+    GucRegistry::define_int_guc(
+        c"magic_sync.message_rows",
+        c"Rows (upserts and deletes) one message carries at most.",
+        c"Replicas take 500 by default; keep it at or below what they take.",
+        &MESSAGE_ROWS,
+        1,
+        1_000_000,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.message_bytes",
+        c"Bytes one message takes at most: the transport's limit.",
+        c"1 MiB by default, what NATS takes.",
+        &MESSAGE_BYTES,
+        4096,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.notes_per_pass",
+        c"Notes one relay pass plans together at most.",
+        c"",
+        &NOTES_PER_PASS,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+/// The limits every message of this pass keeps to.
+pub fn limits() -> Limits {
+    Limits {
+        rows: MESSAGE_ROWS.get() as usize,
+        bytes: MESSAGE_BYTES.get() as usize,
+        ..Limits::DEFAULT
+    }
+}

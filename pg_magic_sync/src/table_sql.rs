@@ -1,0 +1,184 @@
+//! The SQL a declared table needs, written from its declaration: its key as
+//! text, the match of a key text against its rows, and its rows as JSON.
+//!
+//! Every identifier is quoted here, whatever it is: nothing a user named
+//! reaches SQL unquoted.
+
+use magic_sync_proto::key::KeyType;
+
+use crate::catalog::Declared;
+
+/// An identifier, quoted. Always quoted, so it is never read as a keyword or
+/// folded to lower case.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A string literal.
+pub fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A relation, schema-qualified and quoted.
+pub fn qualified(schema: &str, table: &str) -> String {
+    format!("{}.{}", quote_ident(schema), quote_ident(table))
+}
+
+/// The row's key in the key text form, for rows of `alias`.
+pub fn key_text(table: &Declared, alias: &str) -> String {
+    let parts: Vec<String> = table
+        .key_columns
+        .iter()
+        .map(|c| format!("({alias}.{})::text", quote_ident(c)))
+        .collect();
+    match parts.as_slice() {
+        [one] => one.clone(),
+        _ => format!("concat_ws('|', {})", parts.join(", ")),
+    }
+}
+
+/// A condition true of the row of `alias` whose key text is `key`, written
+/// so the table's primary key index serves it.
+pub fn key_matches(table: &Declared, alias: &str, key: &str) -> String {
+    let single = table.key_columns.len() == 1;
+    table
+        .key_columns
+        .iter()
+        .zip(&table.key_types)
+        .enumerate()
+        .map(|(i, (column, ty))| {
+            let part = if single {
+                key.to_owned()
+            } else {
+                format!("split_part({key}, '|', {})", i + 1)
+            };
+            let cast = match ty {
+                KeyType::Uuid => "uuid",
+                KeyType::Integer => "bigint",
+            };
+            format!("{alias}.{} = ({part})::{cast}", quote_ident(column))
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+/// One column's value as the JSON row conventions write it: a 64-bit
+/// integer and a decimal as text, an instant in UTC to the microsecond.
+fn json_value(alias: &str, column: &str, ty: &str) -> String {
+    let col = format!("{alias}.{}", quote_ident(column));
+    if ty == "bigint" || ty.starts_with("numeric") {
+        format!("({col})::text")
+    } else if ty == "timestamp with time zone" {
+        format!("to_char({col} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
+    } else {
+        col
+    }
+}
+
+/// The row of `alias` as a JSON object of its columns (`jsonb`).
+pub fn row_json(table: &Declared, alias: &str) -> String {
+    // jsonb_build_object takes at most 100 arguments: 50 columns at a time.
+    let chunks: Vec<String> = table
+        .columns
+        .iter()
+        .zip(&table.column_types)
+        .collect::<Vec<_>>()
+        .chunks(50)
+        .map(|chunk| {
+            let args: Vec<String> = chunk
+                .iter()
+                .map(|(c, ty)| format!("{}, {}", quote_literal(c), json_value(alias, c, ty)))
+                .collect();
+            format!("jsonb_build_object({})", args.join(", "))
+        })
+        .collect();
+    if chunks.is_empty() {
+        "'{}'::jsonb".to_owned()
+    } else {
+        chunks.join(" || ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Mirror;
+
+    fn products() -> Declared {
+        Declared {
+            name: "products".into(),
+            relation: qualified("shop", "products"),
+            mirror: Mirror::Catalog,
+            key_columns: vec!["id".into()],
+            key_types: vec![KeyType::Uuid],
+            columns: vec!["id".into(), "price_cents".into(), "updated_at".into()],
+            column_types: vec![
+                "uuid".into(),
+                "bigint".into(),
+                "timestamp with time zone".into(),
+            ],
+            position: 0,
+        }
+    }
+
+    fn lines() -> Declared {
+        Declared {
+            key_columns: vec!["order_id".into(), "line".into()],
+            key_types: vec![KeyType::Uuid, KeyType::Integer],
+            ..products()
+        }
+    }
+
+    #[test]
+    fn identifiers_are_always_quoted() {
+        assert_eq!(quote_ident("id"), "\"id\"");
+        assert_eq!(quote_ident("we\"ird"), "\"we\"\"ird\"");
+        assert_eq!(qualified("My Shop", "t"), "\"My Shop\".\"t\"");
+        assert_eq!(quote_literal("it's"), "'it''s'");
+    }
+
+    #[test]
+    fn a_key_of_one_column_is_its_text() {
+        assert_eq!(key_text(&products(), "t"), "(t.\"id\")::text");
+        assert_eq!(
+            key_matches(&products(), "t", "k.key"),
+            "t.\"id\" = (k.key)::uuid"
+        );
+    }
+
+    #[test]
+    fn a_key_of_several_columns_is_joined_by_a_bar() {
+        assert_eq!(
+            key_text(&lines(), "t"),
+            "concat_ws('|', (t.\"order_id\")::text, (t.\"line\")::text)"
+        );
+        assert_eq!(
+            key_matches(&lines(), "t", "k.key"),
+            "t.\"order_id\" = (split_part(k.key, '|', 1))::uuid AND \
+             t.\"line\" = (split_part(k.key, '|', 2))::bigint"
+        );
+    }
+
+    #[test]
+    fn a_row_is_json_with_64_bit_integers_as_text_and_instants_in_utc() {
+        assert_eq!(
+            row_json(&products(), "t"),
+            "jsonb_build_object('id', t.\"id\", 'price_cents', (t.\"price_cents\")::text, \
+             'updated_at', to_char(t.\"updated_at\" AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))"
+        );
+    }
+
+    #[test]
+    fn a_wide_row_is_built_fifty_columns_at_a_time() {
+        let wide = Declared {
+            columns: (0..120).map(|i| format!("c{i}")).collect(),
+            column_types: vec!["text".into(); 120],
+            ..products()
+        };
+        assert_eq!(
+            row_json(&wide, "t").matches("jsonb_build_object(").count(),
+            3
+        );
+    }
+}

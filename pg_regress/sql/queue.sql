@@ -1,0 +1,47 @@
+-- A relay pass and the default transport: the queue each replica takes its
+-- messages from, one at a time, until it acknowledges them.
+CREATE EXTENSION magic_sync;
+CREATE SCHEMA shop;
+CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
+CREATE TABLE shop.products (id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL);
+SELECT sync.declare_replicas('shop.registers', live => 'active');
+SELECT sync.declare_table('shop.products', sync => 'broadcast');
+INSERT INTO shop.products VALUES
+    ('00000000-0000-0000-0000-000000000001', 'Tea', 250),
+    ('00000000-0000-0000-0000-000000000002', 'Coffee', 300);
+
+-- No replica yet: the notes are done, and nothing is sent.
+CALL sync.relay();
+SELECT count(*) AS waiting FROM sync.outbox;
+
+-- A register becomes live: a snapshot, then its end.
+INSERT INTO shop.registers VALUES ('00000000-0000-0000-0000-00000000000a');
+CALL sync.relay();
+SELECT kind, length(head) > 0 AS has_head FROM sync.outbox ORDER BY position;
+SELECT table_name, key, note > 0 AS noted FROM sync.held ORDER BY key;
+
+-- The queue hands out its head until it is acknowledged by its id.
+SELECT (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a'))
+     = (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a')) AS same_head;
+SELECT sync.ack('00000000-0000-0000-0000-00000000000a', 'no such message');
+SELECT sync.ack('00000000-0000-0000-0000-00000000000a',
+                (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a')));
+SELECT kind FROM sync.outbox ORDER BY position;
+
+-- A register with nothing waiting gets no row.
+SELECT count(*) FROM sync.next('00000000-0000-0000-0000-0000000000ff');
+
+-- Bytes that are no Up are refused.
+SELECT sync.receive('00000000-0000-0000-0000-00000000000a', '\xdeadbeef');
+-- An Up of protocol 0 is dropped as malformed; one from a stranger too.
+SELECT sync.receive('00000000-0000-0000-0000-00000000000a', '\x');
+SELECT sync.receive('00000000-0000-0000-0000-0000000000ff', '\x0801');
+
+-- A relay pass must be called outside a transaction block.
+BEGIN;
+CALL sync.relay();
+ROLLBACK;
+
+-- Leave the database as it was found.
+DROP SCHEMA shop CASCADE;
+DROP EXTENSION magic_sync;

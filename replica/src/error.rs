@@ -1,0 +1,44 @@
+//! What can go wrong, and what the caller does about it.
+//!
+//! An `Err` from `receive` means: do not acknowledge the message to the
+//! transport. Everything a message itself gets wrong is an `Ok`
+//! (`Received::Malformed`, a rejection), because such a message must be
+//! acknowledged so it does not hold back the queue.
+
+/// An error the replica returns.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The message speaks a later protocol than this build. Do not
+    /// acknowledge it: it is delivered again once the device runs a build
+    /// that speaks it, and every message behind it waits, as it should.
+    #[error(
+        "the message speaks protocol {theirs} and this build speaks {ours}: \
+         leave it unacknowledged until the replica is updated"
+    )]
+    LaterProtocol { theirs: u32, ours: u32 },
+
+    /// The database failed (unavailable, full, damaged). Nothing was
+    /// applied; do not acknowledge: the message is delivered again.
+    #[error("the replica's database failed: {0}")]
+    Storage(#[from] rusqlite::Error),
+
+    /// The declared tables do not match the database (or the declaration
+    /// asks for what this build does not do yet).
+    #[error("declaration: {0}")]
+    Declaration(String),
+
+    /// The connection is set up in a way that could lose or half-apply a
+    /// message. The text names the setting.
+    #[error("connection: {0}")]
+    Connection(String),
+
+    /// The engine's own tables are missing or belong to another build.
+    #[error("the engine's tables: {0}")]
+    Schema(String),
+}
+
+impl Error {
+    pub(crate) fn declaration(text: impl Into<String>) -> Error {
+        Error::Declaration(text.into())
+    }
+}

@@ -1,0 +1,225 @@
+//! Receiving one message from the server: check it, place it in the
+//! chain, apply it in one transaction, and say what became of it.
+
+use magic_sync_proto::limits::Limits;
+use magic_sync_proto::wire::{to_replica::Body, Down, EndSnapshot};
+use magic_sync_proto::PROTOCOL;
+use rusqlite::Connection;
+
+use crate::apply::{self, Context, Plan, Spot, Stop};
+use crate::chain::{self, Step};
+use crate::check::{self, Head, Malformed, Objection};
+use crate::outcome::{AppliedTable, Outcome, Rejected};
+use crate::shape::Shape;
+use crate::sql::{is_storage_failure, Transaction};
+use crate::{snapshot, state, Error};
+
+/// What the replica made of a message. Every one of these has been
+/// committed (or changed nothing): acknowledge the message to the
+/// transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A `Down` was applied: the rows written or let go of per table, and
+    /// the rows the replica could not take or let go of.
+    Applied {
+        tables: Vec<AppliedTable>,
+        rejected: Vec<Rejected>,
+    },
+    /// An `EndSnapshot` was applied: the tables it covered, the rows it let
+    /// go of because the snapshot did not name them, and those it could not.
+    Ended {
+        tables: Vec<String>,
+        swept: Vec<AppliedTable>,
+        rejected: Vec<Rejected>,
+    },
+    /// The server filed these uploads.
+    Filed { uploads: Vec<u64> },
+    /// A message at or below the last applied, of the same epoch (its
+    /// sequence): a redelivery. Nothing changed; the next Up says the last
+    /// applied again.
+    Already { sequence: u64 },
+    /// The message does not follow the last applied, or the replica has a
+    /// gap already: nothing applied until a snapshot begins. `newest` is the
+    /// newest message it could not follow, which the next Up says.
+    Gap { newest: u64 },
+    /// No server sends such a message: nothing applied.
+    Malformed(Malformed),
+}
+
+fn malformed(m: Malformed) -> Received {
+    log::warn!("{m}");
+    Received::Malformed(m)
+}
+
+pub(crate) fn receive(
+    conn: &Connection,
+    shapes: &[Shape],
+    limits: &Limits,
+    bytes: &[u8],
+) -> Result<Received, Error> {
+    let message = match check::decode(bytes) {
+        Ok(message) => message,
+        Err(m) => return Ok(malformed(m)),
+    };
+    let body = match check::message(&message, limits) {
+        Ok(body) => body,
+        Err(Objection::Malformed(m)) => return Ok(malformed(m)),
+        Err(Objection::LaterProtocol(theirs)) => {
+            return Err(Error::LaterProtocol {
+                theirs,
+                ours: PROTOCOL,
+            })
+        }
+    };
+    match body {
+        // Nothing to forget yet: the replica sends no rows of its own.
+        Body::Filed(filed) => Ok(Received::Filed {
+            uploads: filed.uploads.clone(),
+        }),
+        Body::Down(down) => chained(conn, shapes, Chained::Down(down)),
+        Body::EndSnapshot(end) => chained(conn, shapes, Chained::End(end)),
+    }
+}
+
+/// A message with a place in the chain.
+#[derive(Clone, Copy)]
+enum Chained<'m> {
+    Down(&'m Down),
+    End(&'m EndSnapshot),
+}
+
+impl<'m> Chained<'m> {
+    fn head(self) -> Head<'m> {
+        match self {
+            Chained::Down(down) => Head::of_down(down),
+            Chained::End(end) => Head::of_end_snapshot(end),
+        }
+    }
+}
+
+/// Applies a chained message in one transaction. Applying starts over when
+/// a row ends the transaction from inside (a trigger's RAISE(ROLLBACK)), or
+/// the database refuses the commit: each time with what it learnt, so a
+/// message always applies in the end unless the database itself fails.
+fn chained(conn: &Connection, shapes: &[Shape], message: Chained<'_>) -> Result<Received, Error> {
+    let head = message.head();
+    let mut plan = Plan::default();
+    loop {
+        let tx = Transaction::begin(conn)?;
+        let state = state::read(conn)?;
+        let begins = match chain::step(&state, &head) {
+            Step::Already => {
+                state::note_news(conn)?;
+                tx.commit()?;
+                log::info!("message {} again: already applied", head.sequence);
+                return Ok(Received::Already {
+                    sequence: head.sequence,
+                });
+            }
+            Step::Gap => {
+                state::widen_gap(conn, head.sequence)?;
+                tx.commit()?;
+                let newest = state.gap.max(head.sequence);
+                log::warn!(
+                    "message {} does not follow the last applied: a gap",
+                    head.sequence
+                );
+                return Ok(Received::Gap { newest });
+            }
+            Step::Malformed(m) => return Ok(malformed(m)),
+            Step::Begins => {
+                state::begin_snapshot(conn, &head)?;
+                true
+            }
+            Step::Follows => false,
+        };
+        let ctx = Context {
+            conn,
+            shapes,
+            head,
+            in_snapshot: if begins {
+                !head.snapshot_id.is_empty()
+            } else {
+                state.in_snapshot()
+            },
+            snapshot_began: if begins {
+                head.sequence
+            } else {
+                state.snapshot_began
+            },
+            plan: &plan,
+        };
+        let outcome = match apply_body(&ctx, message) {
+            Ok(outcome) => outcome,
+            Err(Stop::Storage(e)) => return Err(Error::Storage(e)),
+            Err(Stop::TransactionLost(spot, why)) => {
+                drop(tx);
+                learn(&mut plan, spot, why)?;
+                continue;
+            }
+        };
+        outcome.write(conn, shapes, &head)?;
+        state::applied(conn, &head)?;
+        match tx.commit() {
+            Ok(()) => return Ok(report(message, &outcome)),
+            Err(e) if is_storage_failure(&e) || plan.reject_all.is_some() => {
+                return Err(Error::Storage(e))
+            }
+            Err(e) => {
+                log::warn!(
+                    "the database refused to commit message {}: {e}",
+                    head.sequence
+                );
+                plan.reject_all = Some(format!("the database refused the message as a whole: {e}"));
+            }
+        }
+    }
+}
+
+fn apply_body(ctx: &Context<'_>, message: Chained<'_>) -> Result<Outcome, Stop> {
+    match message {
+        Chained::Down(down) => apply::down(ctx, down),
+        Chained::End(end) => {
+            let outcome = snapshot::end(ctx, end)?;
+            state::end_snapshot(ctx.conn)?;
+            Ok(outcome)
+        }
+    }
+}
+
+/// Remembers what ended the transaction, so the next try does it otherwise.
+fn learn(plan: &mut Plan, spot: Spot, why: String) -> Result<(), Error> {
+    log::warn!("{spot:?} ended the transaction ({why}): applying the message again without it");
+    let known = match spot {
+        Spot::Deletes { .. } | Spot::Sweep { .. } => !plan.one_at_a_time.insert(spot),
+        row => plan
+            .skip
+            .insert(row, format!("the row ended the transaction: {why}"))
+            .is_some(),
+    };
+    if known {
+        // The same place twice: nothing a row explains. Reject them all.
+        if plan.reject_all.is_some() {
+            return Err(Error::Storage(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some(why),
+            )));
+        }
+        plan.reject_all = Some(format!(
+            "the database refused the message as a whole: {why}"
+        ));
+    }
+    Ok(())
+}
+
+fn report(message: Chained<'_>, outcome: &Outcome) -> Received {
+    let (tables, rejected) = outcome.report();
+    match message {
+        Chained::Down(_) => Received::Applied { tables, rejected },
+        Chained::End(end) => Received::Ended {
+            tables: end.tables.clone(),
+            swept: tables,
+            rejected,
+        },
+    }
+}

@@ -1,0 +1,289 @@
+//! Rows that travel as JSON, to and from SQLite values (protocol §3).
+//!
+//! The column's declared SQLite type decides how a value is written:
+//!
+//! | declared type            | JSON                        | SQLite            |
+//! |--------------------------|-----------------------------|-------------------|
+//! | contains INT             | decimal text, or a number   | integer           |
+//! | REAL, FLOAT, DOUBLE      | number (or numeric text)    | real              |
+//! | BOOL                     | true / false                | 0 / 1             |
+//! | BLOB                     | a UUID's text               | its 16 bytes      |
+//! | TEXT, UUID, anything else| a string                    | the string        |
+//! | any                      | null                        | NULL              |
+//!
+//! A BLOB column given a string that is no UUID stores the string as it is;
+//! a text column given another JSON value stores that value's JSON text.
+//! Going up, a 16-byte blob is written as a UUID, any other blob as
+//! lowercase hex, and an integer as its decimal text.
+
+use magic_sync_proto::json::{self as wire_json, ValueError};
+use magic_sync_proto::key::{self, KeyPart, KeyType};
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use serde_json::{Map, Value as JsonValue};
+use uuid::Uuid;
+
+use crate::shape::{ColumnKind, Shape};
+
+/// One JSON value as the SQLite value a column of this kind stores.
+pub(crate) fn to_sql(kind: ColumnKind, value: &JsonValue) -> Result<SqlValue, ValueError> {
+    if value.is_null() {
+        return Ok(SqlValue::Null);
+    }
+    Ok(match kind {
+        ColumnKind::Integer => SqlValue::Integer(wire_json::read_int64(value)?),
+        ColumnKind::Real => SqlValue::Real(read_real(value)?),
+        ColumnKind::Bool => SqlValue::Integer(read_bool(value)? as i64),
+        ColumnKind::Blob => match value.as_str().map(Uuid::try_parse) {
+            Some(Ok(uuid)) => SqlValue::Blob(uuid.as_bytes().to_vec()),
+            Some(Err(_)) => SqlValue::Text(value.as_str().unwrap_or_default().to_owned()),
+            None => SqlValue::Text(value.to_string()),
+        },
+        ColumnKind::Text => match value {
+            JsonValue::String(s) => SqlValue::Text(s.clone()),
+            other => SqlValue::Text(other.to_string()),
+        },
+    })
+}
+
+/// One SQLite value as JSON, for a column of this kind (rows going up).
+#[allow(dead_code)] // used once the replica's own writes go up
+pub(crate) fn to_json(kind: ColumnKind, value: ValueRef<'_>) -> JsonValue {
+    match value {
+        ValueRef::Null => JsonValue::Null,
+        ValueRef::Integer(i) if kind == ColumnKind::Bool => JsonValue::Bool(i != 0),
+        ValueRef::Integer(i) => wire_json::int64(i),
+        ValueRef::Real(r) => serde_json::Number::from_f64(r)
+            .map(JsonValue::Number)
+            .unwrap_or(JsonValue::Null),
+        ValueRef::Text(t) => JsonValue::String(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => match Uuid::from_slice(b) {
+            Ok(uuid) => wire_json::uuid(&uuid),
+            Err(_) => JsonValue::String(hex(b)),
+        },
+    }
+}
+
+/// A whole row as a JSON object of its columns (rows going up).
+#[allow(dead_code)] // used once the replica's own writes go up
+pub(crate) fn row_to_json(shape: &Shape, values: &[ValueRef<'_>]) -> JsonValue {
+    let members: Map<String, JsonValue> = shape
+        .columns
+        .iter()
+        .zip(values)
+        .map(|(column, value)| (column.name.clone(), to_json(column.kind, *value)))
+        .collect();
+    JsonValue::Object(members)
+}
+
+fn read_real(value: &JsonValue) -> Result<f64, ValueError> {
+    match value {
+        JsonValue::Number(n) => n.as_f64(),
+        JsonValue::String(s) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or_else(|| not_a(value, "number"))
+}
+
+fn read_bool(value: &JsonValue) -> Result<bool, ValueError> {
+    match value {
+        JsonValue::Bool(b) => Some(*b),
+        JsonValue::Number(n) => match n.as_i64() {
+            Some(0) => Some(false),
+            Some(1) => Some(true),
+            _ => None,
+        },
+        _ => None,
+    }
+    .ok_or_else(|| not_a(value, "boolean"))
+}
+
+fn not_a(value: &JsonValue, expected: &'static str) -> ValueError {
+    ValueError {
+        value: value.to_string(),
+        expected,
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Keys
+// ---------------------------------------------------------------------------
+
+/// A row's own key, read from its JSON members, in the key text form.
+pub(crate) fn key_of_json(shape: &Shape, row: &Map<String, JsonValue>) -> Result<String, String> {
+    let mut parts = Vec::with_capacity(shape.key.len());
+    for (column, ty) in shape.key_columns().zip(&shape.key_types) {
+        let value = member(row, &column.name)
+            .ok_or_else(|| format!("the row has no key column `{}`", column.name))?;
+        let part = match ty {
+            KeyType::Integer => wire_json::read_int64(value).map(KeyPart::Integer),
+            KeyType::Uuid => wire_json::read_uuid(value).map(KeyPart::Uuid),
+        }
+        .map_err(|e| format!("key column `{}`: {e}", column.name))?;
+        parts.push(part);
+    }
+    Ok(key::join(&parts))
+}
+
+/// A stored row's key, in the key text form, from its key columns' values;
+/// `None` when they are not a key of the table's types (a row the server
+/// never sent).
+pub(crate) fn key_of_sql(shape: &Shape, values: &[ValueRef<'_>]) -> Option<String> {
+    let parts = shape
+        .key_types
+        .iter()
+        .zip(values)
+        .map(|(ty, value)| key_part_of_sql(*ty, *value))
+        .collect::<Option<Vec<_>>>()?;
+    Some(key::join(&parts))
+}
+
+fn key_part_of_sql(ty: KeyType, value: ValueRef<'_>) -> Option<KeyPart> {
+    match (ty, value) {
+        (KeyType::Integer, ValueRef::Integer(i)) => Some(KeyPart::Integer(i)),
+        (KeyType::Uuid, ValueRef::Blob(b)) => Uuid::from_slice(b).ok().map(KeyPart::Uuid),
+        (KeyType::Uuid, ValueRef::Text(t)) => std::str::from_utf8(t)
+            .ok()
+            .and_then(|s| Uuid::try_parse(s).ok())
+            .map(KeyPart::Uuid),
+        _ => None,
+    }
+}
+
+/// The SQLite values a parsed key matches a stored row by: a UUID as 16
+/// bytes in a BLOB column and as its canonical text in any other.
+pub(crate) fn key_to_sql(shape: &Shape, parts: &[KeyPart]) -> Vec<SqlValue> {
+    shape
+        .key_columns()
+        .zip(parts)
+        .map(|(column, part)| match part {
+            KeyPart::Integer(i) => SqlValue::Integer(*i),
+            KeyPart::Uuid(u) if column.kind == ColumnKind::Blob => {
+                SqlValue::Blob(u.as_bytes().to_vec())
+            }
+            KeyPart::Uuid(u) => SqlValue::Text(u.hyphenated().to_string()),
+        })
+        .collect()
+}
+
+/// A JSON member by column name: the exact name first, then any spelling
+/// SQLite would take for the same column.
+pub(crate) fn member<'r>(row: &'r Map<String, JsonValue>, column: &str) -> Option<&'r JsonValue> {
+    row.get(column).or_else(|| {
+        row.iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(column))
+            .map(|(_, value)| value)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const U: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+
+    #[test]
+    fn an_integer_column_takes_decimal_text_or_a_number() {
+        assert_eq!(
+            to_sql(ColumnKind::Integer, &json!("9007199254740993")),
+            Ok(SqlValue::Integer(9_007_199_254_740_993))
+        );
+        assert_eq!(
+            to_sql(ColumnKind::Integer, &json!(7)),
+            Ok(SqlValue::Integer(7))
+        );
+        assert!(to_sql(ColumnKind::Integer, &json!("seven")).is_err());
+    }
+
+    #[test]
+    fn a_blob_column_stores_a_uuid_as_its_16_bytes() {
+        let stored = to_sql(ColumnKind::Blob, &json!(U.to_uppercase())).unwrap();
+        let uuid: Uuid = U.parse().unwrap();
+        assert_eq!(stored, SqlValue::Blob(uuid.as_bytes().to_vec()));
+        let back = to_json(ColumnKind::Blob, ValueRef::Blob(uuid.as_bytes()));
+        assert_eq!(back, json!(U));
+    }
+
+    #[test]
+    fn a_real_a_bool_and_a_null() {
+        assert_eq!(
+            to_sql(ColumnKind::Real, &json!(2.5)),
+            Ok(SqlValue::Real(2.5))
+        );
+        assert_eq!(
+            to_sql(ColumnKind::Real, &json!("2.5")),
+            Ok(SqlValue::Real(2.5))
+        );
+        assert_eq!(
+            to_sql(ColumnKind::Bool, &json!(true)),
+            Ok(SqlValue::Integer(1))
+        );
+        assert_eq!(
+            to_sql(ColumnKind::Bool, &json!(false)),
+            Ok(SqlValue::Integer(0))
+        );
+        assert!(to_sql(ColumnKind::Bool, &json!("yes")).is_err());
+        assert_eq!(
+            to_sql(ColumnKind::Integer, &JsonValue::Null),
+            Ok(SqlValue::Null)
+        );
+        assert_eq!(to_json(ColumnKind::Bool, ValueRef::Integer(1)), json!(true));
+    }
+
+    #[test]
+    fn a_text_column_stores_other_json_as_its_text() {
+        assert_eq!(
+            to_sql(ColumnKind::Text, &json!("12.50")),
+            Ok(SqlValue::Text("12.50".into()))
+        );
+        assert_eq!(
+            to_sql(ColumnKind::Text, &json!({"a": 1})),
+            Ok(SqlValue::Text("{\"a\":1}".into()))
+        );
+    }
+
+    #[test]
+    fn an_integer_goes_up_as_decimal_text() {
+        assert_eq!(
+            to_json(
+                ColumnKind::Integer,
+                ValueRef::Integer(9_007_199_254_740_993)
+            ),
+            json!("9007199254740993")
+        );
+    }
+
+    #[test]
+    fn other_blobs_go_up_as_hex() {
+        assert_eq!(
+            to_json(ColumnKind::Blob, ValueRef::Blob(&[1, 0xab])),
+            json!("01ab")
+        );
+    }
+
+    #[test]
+    fn a_stored_key_is_read_in_the_key_text_form() {
+        let uuid: Uuid = U.parse().unwrap();
+        assert_eq!(
+            key_part_of_sql(KeyType::Uuid, ValueRef::Blob(uuid.as_bytes())),
+            Some(KeyPart::Uuid(uuid))
+        );
+        let upper = U.to_uppercase();
+        assert_eq!(
+            key_part_of_sql(KeyType::Uuid, ValueRef::Text(upper.as_bytes())),
+            Some(KeyPart::Uuid(uuid))
+        );
+        assert_eq!(
+            key_part_of_sql(KeyType::Integer, ValueRef::Integer(3)),
+            Some(KeyPart::Integer(3))
+        );
+        assert_eq!(
+            key_part_of_sql(KeyType::Integer, ValueRef::Text(b"3")),
+            None
+        );
+    }
+}

@@ -1,0 +1,84 @@
+//! The engine's own tables (every name begins `sync_`), created by
+//! numbered steps: a database records the last step it took, and a later
+//! build adds steps rather than editing one.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::declare::Tables;
+use crate::sql::Transaction;
+use crate::{shape, Error};
+
+/// Each step brings the engine's tables from the version before it to its
+/// own (the first, from nothing to 1).
+const STEPS: &[&str] = &[include_str!("schema/001_skeleton.sql")];
+
+/// The version of the engine's tables this build works with.
+pub const SCHEMA_VERSION: i64 = STEPS.len() as i64;
+
+const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS sync_schema (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+)";
+
+/// Creates the engine's tables, or brings them up to this build's version,
+/// in one transaction. Safe to call on every start: what is there already is
+/// left as it is. The declared tables are checked first, so a declaration
+/// that does not match the database installs nothing.
+pub fn install(conn: &mut Connection, tables: &Tables) -> Result<(), Error> {
+    shape::read_all(conn, tables)?;
+    let tx = Transaction::begin(conn)?;
+    conn.execute_batch(VERSION_TABLE)?;
+    let found = installed_version(conn)?.unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(later_build(found));
+    }
+    for (taken, step) in STEPS.iter().enumerate().skip(found as usize) {
+        conn.execute_batch(step)?;
+        log::info!("installed the engine's tables at version {}", taken + 1);
+    }
+    conn.execute(
+        "INSERT INTO sync_schema (id, version) VALUES (1, ?1)
+         ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+        [SCHEMA_VERSION],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Refuses a database whose engine tables are not this build's.
+pub(crate) fn check_installed(conn: &Connection) -> Result<(), Error> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = 'sync_schema'",
+        [],
+        |row| row.get(0),
+    )?;
+    let found = if exists {
+        installed_version(conn)?
+    } else {
+        None
+    };
+    match found {
+        Some(v) if v == SCHEMA_VERSION => Ok(()),
+        Some(v) if v > SCHEMA_VERSION => Err(later_build(v)),
+        Some(v) => Err(Error::Schema(format!(
+            "they are at version {v} and this build needs {SCHEMA_VERSION}: call install first"
+        ))),
+        None => Err(Error::Schema(
+            "they are not installed: call install first".to_owned(),
+        )),
+    }
+}
+
+fn installed_version(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT version FROM sync_schema WHERE id = 1", [], |row| {
+        row.get(0)
+    })
+    .optional()
+}
+
+fn later_build(found: i64) -> Error {
+    Error::Schema(format!(
+        "they are at version {found}, made by a later build than this one \
+         (version {SCHEMA_VERSION})"
+    ))
+}

@@ -1,0 +1,325 @@
+//! What each declared table looks like in SQLite: its columns, how each
+//! one's values are written, its key and the key's types.
+//!
+//! Read once when the replica opens, and checked against the declaration
+//! then, so a mistake shows at start-up rather than on the first message.
+
+use std::collections::{HashMap, HashSet};
+
+use magic_sync_proto::key::KeyType;
+use rusqlite::Connection;
+
+use crate::declare::{Mirror, Table, Tables};
+use crate::sql::quote;
+use crate::Error;
+
+/// How a column's values are written, from its declared SQLite type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ColumnKind {
+    Integer,
+    Real,
+    Bool,
+    Blob,
+    Text,
+}
+
+impl ColumnKind {
+    /// Follows SQLite's own affinity rules where they apply (any type that
+    /// contains INT is an integer), and adds BOOL, which SQLite stores as an
+    /// integer but JSON writes as true or false. Anything not recognised is
+    /// text, which stores whatever it is given.
+    pub(crate) fn of_declared(declared: &str) -> ColumnKind {
+        let upper = declared.to_ascii_uppercase();
+        if upper.contains("INT") {
+            ColumnKind::Integer
+        } else if upper.contains("BOOL") {
+            ColumnKind::Bool
+        } else if upper.contains("REAL") || upper.contains("FLOA") || upper.contains("DOUB") {
+            ColumnKind::Real
+        } else if upper.contains("BLOB") {
+            ColumnKind::Blob
+        } else {
+            ColumnKind::Text
+        }
+    }
+
+    /// How a key part in a column of this kind is read: integers are
+    /// integers, and every other key column holds a UUID (as 16 bytes in a
+    /// BLOB, or as text).
+    pub(crate) fn key_type(self) -> KeyType {
+        match self {
+            ColumnKind::Integer => KeyType::Integer,
+            _ => KeyType::Uuid,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Column {
+    pub name: String,
+    pub kind: ColumnKind,
+}
+
+/// A declared table as SQLite has it.
+#[derive(Clone, Debug)]
+pub(crate) struct Shape {
+    pub name: String,
+    pub mirror: Mirror,
+    pub columns: Vec<Column>,
+    /// Indices into `columns`, in key order.
+    pub key: Vec<usize>,
+    pub key_types: Vec<KeyType>,
+    pub retired: Option<usize>,
+    /// Lowercased column name to index: SQLite's names are case-blind.
+    by_name: HashMap<String, usize>,
+}
+
+impl Shape {
+    pub(crate) fn column(&self, name: &str) -> Option<usize> {
+        self.by_name.get(&name.to_ascii_lowercase()).copied()
+    }
+
+    pub(crate) fn key_columns(&self) -> impl Iterator<Item = &Column> {
+        self.key.iter().map(|&i| &self.columns[i])
+    }
+
+    pub(crate) fn is_key(&self, index: usize) -> bool {
+        self.key.contains(&index)
+    }
+
+    /// `"a", "b"`: the key's columns, quoted, for SQL.
+    pub(crate) fn key_list(&self) -> String {
+        self.key_columns()
+            .map(|c| quote(&c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `"a" = ?1 AND "b" = ?2`: matches one row by its key.
+    pub(crate) fn key_match(&self) -> String {
+        self.key_columns()
+            .enumerate()
+            .map(|(i, c)| format!("{} = ?{}", quote(&c.name), i + 1))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
+}
+
+/// Reads every declared table's shape, or refuses naming every problem.
+pub(crate) fn read_all(conn: &Connection, tables: &Tables) -> Result<Vec<Shape>, Error> {
+    let mut problems = Vec::new();
+    let mut shapes = Vec::new();
+    let mut seen = HashSet::new();
+    for table in tables.iter() {
+        if !seen.insert(table.name.to_ascii_lowercase()) {
+            problems.push(format!("table `{}` is declared twice", table.name));
+            continue;
+        }
+        match read_one(conn, table)? {
+            Ok(shape) => shapes.push(shape),
+            Err(mut more) => problems.append(&mut more),
+        }
+    }
+    if problems.is_empty() {
+        Ok(shapes)
+    } else {
+        Err(Error::declaration(problems.join("; ")))
+    }
+}
+
+/// The shape of one table, or the problems with its declaration.
+fn read_one(conn: &Connection, table: &Table) -> Result<Result<Shape, Vec<String>>, Error> {
+    let name = &table.name;
+    if name.to_ascii_lowercase().starts_with("sync_") {
+        return Ok(Err(vec![format!(
+            "table `{name}`: names beginning sync_ are the engine's own"
+        )]));
+    }
+    if !table.mirror.supported() {
+        return Ok(Err(vec![format!(
+            "table `{name}`: mirror `{}` is not supported yet",
+            table.mirror.name()
+        )]));
+    }
+    if !table_exists(conn, name)? {
+        return Ok(Err(vec![format!(
+            "table `{name}` does not exist in the database"
+        )]));
+    }
+
+    let (columns, primary_key) = read_columns(conn, name)?;
+    let by_name: HashMap<String, usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.to_ascii_lowercase(), i))
+        .collect();
+    let find = |column: &str| by_name.get(&column.to_ascii_lowercase()).copied();
+    let mut problems = Vec::new();
+
+    let key: Vec<usize> = match &table.key {
+        Some(declared) => {
+            let mut key = Vec::new();
+            for column in declared {
+                match find(column) {
+                    Some(i) => key.push(i),
+                    None => problems.push(format!("table `{name}` has no key column `{column}`")),
+                }
+            }
+            if declared.is_empty() {
+                problems.push(format!("table `{name}`: the declared key has no columns"));
+            } else if problems.is_empty()
+                && key != primary_key
+                && !has_unique_index(conn, name, &key, &columns)?
+            {
+                // An upsert finds the row it overwrites through this index.
+                problems.push(format!(
+                    "table `{name}`: its key ({}) is neither its primary key nor covered by a unique index",
+                    declared.join(", ")
+                ));
+            }
+            key
+        }
+        None if primary_key.is_empty() => {
+            problems.push(format!(
+                "table `{name}` has no primary key: declare its key"
+            ));
+            Vec::new()
+        }
+        None => primary_key,
+    };
+
+    let retired = match &table.retired {
+        Some(column) => match find(column) {
+            Some(i) if key.contains(&i) => {
+                problems.push(format!(
+                    "table `{name}`: the retired column `{column}` is part of the key"
+                ));
+                None
+            }
+            Some(i) => Some(i),
+            None => {
+                problems.push(format!("table `{name}` has no retired column `{column}`"));
+                None
+            }
+        },
+        None => None,
+    };
+    if let Some(column) = &table.origin {
+        if find(column).is_none() {
+            problems.push(format!("table `{name}` has no origin column `{column}`"));
+        }
+    }
+
+    if !problems.is_empty() {
+        return Ok(Err(problems));
+    }
+    let key_types = key.iter().map(|&i| columns[i].kind.key_type()).collect();
+    Ok(Ok(Shape {
+        name: name.clone(),
+        mirror: table.mirror,
+        columns,
+        key,
+        key_types,
+        retired,
+        by_name,
+    }))
+}
+
+fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1 COLLATE NOCASE",
+        [name],
+        |row| row.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// The table's columns, and its primary key's columns in key order.
+fn read_columns(conn: &Connection, table: &str) -> rusqlite::Result<(Vec<Column>, Vec<usize>)> {
+    let mut statement =
+        conn.prepare("SELECT name, type, pk FROM pragma_table_info(?1) ORDER BY cid")?;
+    let mut columns = Vec::new();
+    let mut primary = Vec::new();
+    let mut rows = statement.query([table])?;
+    while let Some(row) = rows.next()? {
+        let name: String = row.get(0)?;
+        let declared: String = row.get(1)?;
+        let pk: i64 = row.get(2)?;
+        if pk > 0 {
+            primary.push((pk, columns.len()));
+        }
+        columns.push(Column {
+            name,
+            kind: ColumnKind::of_declared(&declared),
+        });
+    }
+    primary.sort();
+    Ok((columns, primary.into_iter().map(|(_, i)| i).collect()))
+}
+
+/// Whether a unique index (not partial) covers exactly these columns.
+fn has_unique_index(
+    conn: &Connection,
+    table: &str,
+    key: &[usize],
+    columns: &[Column],
+) -> rusqlite::Result<bool> {
+    let wanted: HashSet<String> = key
+        .iter()
+        .map(|&i| columns[i].name.to_ascii_lowercase())
+        .collect();
+    let mut indexes = conn
+        .prepare("SELECT name FROM pragma_index_list(?1) WHERE \"unique\" = 1 AND partial = 0")?;
+    let names: Vec<String> = indexes
+        .query_map([table], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut parts = conn.prepare("SELECT name FROM pragma_index_info(?1)")?;
+    for index in names {
+        let covered: HashSet<String> = parts
+            .query_map([&index], |row| row.get::<_, Option<String>>(0))?
+            .filter_map(|name| name.transpose())
+            .map(|name| name.map(|n| n.to_ascii_lowercase()))
+            .collect::<rusqlite::Result<_>>()?;
+        if covered == wanted {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_types_map_to_how_values_are_written() {
+        for (declared, kind) in [
+            ("INTEGER", ColumnKind::Integer),
+            ("bigint", ColumnKind::Integer),
+            ("REAL", ColumnKind::Real),
+            ("double precision", ColumnKind::Real),
+            ("FLOAT", ColumnKind::Real),
+            ("BOOLEAN", ColumnKind::Bool),
+            ("BLOB", ColumnKind::Blob),
+            ("TEXT", ColumnKind::Text),
+            ("UUID", ColumnKind::Text),
+            ("", ColumnKind::Text),
+            ("NUMERIC", ColumnKind::Text),
+        ] {
+            assert_eq!(ColumnKind::of_declared(declared), kind, "{declared}");
+        }
+    }
+
+    #[test]
+    fn only_integer_columns_have_integer_keys() {
+        assert_eq!(ColumnKind::Integer.key_type(), KeyType::Integer);
+        for kind in [
+            ColumnKind::Blob,
+            ColumnKind::Text,
+            ColumnKind::Real,
+            ColumnKind::Bool,
+        ] {
+            assert_eq!(kind.key_type(), KeyType::Uuid);
+        }
+    }
+}

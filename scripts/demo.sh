@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The shop: a head office on a throwaway PostgreSQL with the extension, and
+# two registers on SQLite files, kept in sync through the default transport
+# (a queue inside PostgreSQL). Installs what is missing first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+bash scripts/setup.sh
+cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG" >/dev/null
+cargo run --quiet -p magic_sync_shop -- "$@"

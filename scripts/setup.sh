@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what magic_sync needs on a fresh Debian machine, and nothing it
+# already has: PostgreSQL 15 with its headers, clang for bindgen, sudo (for
+# `cargo pgrx test --runas`), nats-server, cargo-pgrx 0.18.0 and its init.
+# Safe to run again: each step checks first.
+set -euo pipefail
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PACKAGES=(postgresql-15 postgresql-server-dev-15 clang libclang-dev sudo pkg-config nats-server)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! cargo pgrx --version 2>/dev/null | grep -q '0\.18\.0'; then
+    say "installing cargo-pgrx 0.18.0 (a few minutes)"
+    cargo install cargo-pgrx --version 0.18.0 --locked
+fi
+
+if ! grep -qs "pg15" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+    say "pointing pgrx at PostgreSQL 15"
+    cargo pgrx init --pg15 "$PG_CONFIG"
+fi

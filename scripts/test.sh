@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test of every crate: proto and replica, the extension's
+# #[pg_test]s, the pg_regress cases, and the end-to-end tests against a real
+# PostgreSQL 15 with the extension installed. Exits non-zero when any fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+bash scripts/setup.sh
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+say "installing the extension into PostgreSQL 15"
+cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG"
+
+say "proto, replica, end-to-end and pg_regress tests"
+cargo test --workspace --exclude magic_sync
+
+say "the extension's tests inside PostgreSQL"
+# PostgreSQL will not run as root: the test cluster runs as postgres.
+pgdata=$(mktemp -d /tmp/magic_sync-pgrx-XXXXXX)
+trap 'rm -rf "$pgdata"' EXIT
+if [ "$(id -u)" = 0 ]; then
+    chown postgres "$pgdata"
+    cargo pgrx test pg15 -p magic_sync --runas postgres --pgdata "$pgdata/data"
+else
+    cargo pgrx test pg15 -p magic_sync --pgdata "$pgdata/data"
+fi
+
+say "all tests passed"

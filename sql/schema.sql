@@ -1,0 +1,163 @@
+-- magic_sync's own tables, in schema sync (created by CREATE EXTENSION).
+--
+-- Released schema is never edited: a later version changes it in
+-- sql/magic_sync--A--B.sql. Every table here holds state that must survive a
+-- dump and restore, so each is marked for pg_dump at the end of this file.
+
+-- Where the replicas are: sync.declare_replicas().
+CREATE TABLE sync.replica_source (
+    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
+    -- The replicas' table or view, schema-qualified and quoted as
+    -- regclass::text writes it.
+    relation      text NOT NULL,
+    -- Its column of replica ids (uuid).
+    id_column     text NOT NULL,
+    -- The SQL condition a replica that should receive anything meets.
+    live          text NOT NULL,
+    declared_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- The declared tables: sync.declare_table().
+CREATE TABLE sync.tables (
+    -- The name replicas know the table by.
+    name          text PRIMARY KEY,
+    -- The table, schema-qualified and quoted as regclass::text writes it.
+    relation      text NOT NULL UNIQUE,
+    mirror        text NOT NULL CHECK (mirror IN ('catalog', 'record', 'both', 'setting')),
+    -- Which replicas hold its rows: 'broadcast'.
+    rule          text NOT NULL,
+    key_columns   text[] NOT NULL,
+    -- Each key column's type in the key text form: 'uuid' or 'integer'.
+    key_types     text[] NOT NULL,
+    -- The columns that travel, and their types as format_type writes them.
+    columns       text[] NOT NULL,
+    column_types  text[] NOT NULL,
+    -- Parents before children: the order tables are sent in.
+    position      integer NOT NULL,
+    declared_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- Every insert, update and delete of a declared table, noted by its
+-- triggers in the writing transaction. A note says only that a row changed:
+-- what is sent is always the row as it is when the relay reads it.
+CREATE SEQUENCE sync.note_ids;
+CREATE TABLE sync.notes (
+    id            bigint PRIMARY KEY DEFAULT nextval('sync.note_ids'),
+    table_name    text NOT NULL,
+    key           text NOT NULL,
+    -- Set in the transaction that records what the note asked for.
+    done          boolean NOT NULL DEFAULT false,
+    noted_at      timestamptz NOT NULL DEFAULT now()
+);
+-- The relay reads every note that is not done, never "after the last one
+-- read": ids are drawn before commit, so a lower one can commit later.
+CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
+-- A row's newest note is the version a replica is recorded holding.
+CREATE INDEX notes_by_row ON sync.notes (table_name, key, id);
+
+-- The server installation's epochs. Messages are sealed under the current
+-- one's secret; a new epoch begins when the database is found to have gone
+-- back (restored from an older copy).
+CREATE TABLE sync.epochs (
+    id            uuid PRIMARY KEY,
+    secret        bytea NOT NULL CHECK (length(secret) = 32),
+    current       boolean NOT NULL DEFAULT true,
+    began_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX epochs_one_current ON sync.epochs (current) WHERE current;
+
+-- The relay's own state: one row (written by the first pass), updated by
+-- every pass, which is how a pass knows no other committed after its
+-- snapshot began.
+CREATE TABLE sync.relay_state (
+    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
+    passes        bigint NOT NULL DEFAULT 0,
+    last_pass_at  timestamptz
+);
+
+-- Every replica the relay has seen, and where its chain of messages stands.
+CREATE TABLE sync.replicas (
+    id                uuid PRIMARY KEY,
+    live              boolean NOT NULL,
+    -- Provision it from scratch at the next pass.
+    provision         boolean NOT NULL DEFAULT true,
+    -- The epoch its messages are numbered in, and the last one written for
+    -- it: the next message names it as its previous.
+    epoch             uuid,
+    last_sequence     bigint NOT NULL DEFAULT 0,
+    last_nonce        bigint NOT NULL DEFAULT 0,
+    -- The snapshot last begun for it, and the sequence it began at.
+    snapshot_id       uuid,
+    snapshot_sequence bigint,
+    -- The last message it said it applied, under a seal the server made.
+    applied_epoch     uuid,
+    applied_sequence  bigint NOT NULL DEFAULT 0,
+    applied_nonce     bigint NOT NULL DEFAULT 0,
+    applied_at        timestamptz,
+    -- The newest message it said it could not follow, while it has a gap.
+    gap               bigint NOT NULL DEFAULT 0,
+    heard_at          timestamptz,
+    seen_at           timestamptz NOT NULL DEFAULT now()
+);
+
+-- What each replica holds, or has on its way: one row per row sent it.
+-- A row counts as held once the replica said it applied the message that
+-- carried it (sent <= replicas.applied_sequence).
+CREATE TABLE sync.held (
+    replica       uuid NOT NULL REFERENCES sync.replicas (id) ON DELETE CASCADE,
+    table_name    text NOT NULL,
+    key           text NOT NULL,
+    -- The newest note of the row the recording pass saw (0: none): a later
+    -- note is a change this replica lacks.
+    note          bigint NOT NULL,
+    -- The message that carried this version of the row.
+    sent          bigint NOT NULL,
+    -- The message that takes it back; the row is gone from here once the
+    -- replica applied it.
+    leaving       bigint,
+    PRIMARY KEY (replica, table_name, key)
+);
+CREATE INDEX held_by_row ON sync.held (table_name, key);
+
+-- Message numbers: one sequence for every replica, so no two messages ever
+-- share a number, and a restored database never numbers backwards.
+CREATE SEQUENCE sync.message_numbers;
+
+-- What messages carry, stored once however many replicas' messages carry it.
+CREATE TABLE sync.bodies (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    bytes         bytea NOT NULL
+);
+
+-- The messages recorded for each replica and not yet taken by the
+-- transport, in order. With the default transport this is the queue itself:
+-- sync.next() hands out the head, sync.ack() removes it.
+CREATE TABLE sync.outbox (
+    replica       uuid NOT NULL REFERENCES sync.replicas (id) ON DELETE CASCADE,
+    -- The order messages go in: the message's sequence for a Down or an
+    -- EndSnapshot.
+    position      bigint NOT NULL,
+    -- The transport's name for it: {epoch}-{sequence}-{nonce}.
+    id            text NOT NULL,
+    -- 'down', 'end' (EndSnapshot) or 'filed'.
+    kind          text NOT NULL CHECK (kind IN ('down', 'end', 'filed')),
+    -- The replica's own fields of the message, encoded; the body follows.
+    head          bytea NOT NULL,
+    body          bigint REFERENCES sync.bodies (id),
+    written_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (replica, position),
+    UNIQUE (replica, id)
+);
+CREATE INDEX outbox_by_body ON sync.outbox (body);
+
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_source', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.note_ids', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.notes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.epochs', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.relay_state', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.message_numbers', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');

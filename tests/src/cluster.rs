@@ -1,0 +1,177 @@
+//! A throwaway PostgreSQL cluster: made in a scratch directory, started on
+//! its own socket, stopped and removed when dropped.
+//!
+//! PostgreSQL refuses to run as root, so as root the cluster is made and run
+//! as the `postgres` user.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use postgres::{Client, NoTls};
+use tempfile::TempDir;
+
+pub struct Cluster {
+    dir: TempDir,
+    bin: PathBuf,
+    port: u16,
+}
+
+fn output(command: &mut Command) -> String {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn running_as_root() -> bool {
+    output(Command::new("id").arg("-u")) == "0"
+}
+
+/// A command run as the user that owns the cluster.
+fn as_owner(program: &Path) -> Command {
+    if running_as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// What pg_config says of the PostgreSQL in use: `$PG_CONFIG`'s, or the
+/// first on the PATH.
+fn pg_config(what: &str) -> PathBuf {
+    let program = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".to_owned());
+    PathBuf::from(output(Command::new(program).arg(what)))
+}
+
+/// The directory of PostgreSQL's programs.
+pub fn bindir() -> PathBuf {
+    pg_config("--bindir")
+}
+
+/// Where PostgreSQL's extension modules and pgxs live.
+pub fn pkglibdir() -> PathBuf {
+    pg_config("--pkglibdir")
+}
+
+fn extension_is_installed() -> bool {
+    pg_config("--sharedir")
+        .join("extension/magic_sync.control")
+        .exists()
+}
+
+impl Cluster {
+    /// Makes and starts a cluster. Panics, saying what to do, when the
+    /// extension is not installed.
+    pub fn start() -> Cluster {
+        assert!(
+            extension_is_installed(),
+            "the magic_sync extension is not installed: run \
+             `cargo pgrx install -p magic_sync --pg-config $PG_CONFIG` (scripts/test.sh does)"
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("magic_sync-pg-")
+            .tempdir()
+            .expect("a scratch directory");
+        if running_as_root() {
+            output(
+                Command::new("chown")
+                    .arg("-R")
+                    .arg("postgres")
+                    .arg(dir.path()),
+            );
+        }
+        let bin = bindir();
+        let data = dir.path().join("data");
+        output(as_owner(&bin.join("initdb")).arg("-D").arg(&data).args([
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]));
+        let port = free_port();
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off -c max_connections=50",
+            dir.path().display()
+        );
+        output(
+            as_owner(&bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(&data)
+                .arg("-o")
+                .arg(options)
+                .arg("-l")
+                .arg(dir.path().join("log"))
+                .args(["-w", "start"]),
+        );
+        Cluster { dir, bin, port }
+    }
+
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The connection string of a database of this cluster.
+    pub fn url(&self, database: &str) -> String {
+        format!(
+            "host={} port={} user=postgres dbname={database}",
+            self.socket_dir().display(),
+            self.port
+        )
+    }
+
+    pub fn connect(&self, database: &str) -> Client {
+        Client::connect(&self.url(database), NoTls)
+            .unwrap_or_else(|e| panic!("cannot connect to {database}: {e}"))
+    }
+
+    /// Makes a database with the extension created in it, and connects.
+    pub fn database_with_extension(&self, database: &str) -> Client {
+        self.connect("postgres")
+            .batch_execute(&format!("CREATE DATABASE \"{database}\""))
+            .expect("creates the database");
+        let mut client = self.connect(database);
+        client
+            .batch_execute("CREATE EXTENSION magic_sync")
+            .expect("creates the extension");
+        client
+    }
+
+    /// The server's log so far, to show when something went wrong.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = as_owner(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
