@@ -1,5 +1,5 @@
--- Noting changes, and running the relay: the parts of the engine written in
--- PL/pgSQL. Created after the Rust functions they call.
+-- Noting changes: the triggers' functions, and the checks declarations
+-- run, in PL/pgSQL.
 
 -- Notes the keys of every row a statement inserted, updated or deleted, one
 -- note per key, in the writing transaction. An update that changes a key
@@ -48,46 +48,5 @@ BEGIN
     RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
     RETURN SQLERRM;
-END
-$$;
-
--- Takes the relay's lock for this transaction, and answers whether the
--- transaction's snapshot is fresh: false when another pass committed after
--- the snapshot was taken (the caller then starts over).
-CREATE FUNCTION sync.claim_relay() RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF current_setting('transaction_isolation') <> 'repeatable read' THEN
-        RAISE EXCEPTION 'magic_sync: a relay pass runs in a REPEATABLE READ transaction, not %',
-            current_setting('transaction_isolation');
-    END IF;
-    -- 'magic_sync' as a number: one relay at a time, whoever runs it.
-    PERFORM pg_advisory_xact_lock(7809643163296757358);
-    INSERT INTO sync.relay_state AS s (passes, last_pass_at) VALUES (1, now())
-        ON CONFLICT (only_one) DO UPDATE SET passes = s.passes + 1, last_pass_at = now();
-    RETURN true;
-EXCEPTION WHEN serialization_failure THEN
-    RETURN false;
-END
-$$;
-
--- One relay pass: in one REPEATABLE READ transaction holding the relay's
--- lock, it reads the notes, plans, loads and records, writing the messages
--- to the outbox and marking the notes done; then it commits. With the
--- default transport the outbox is the queue replicas read with sync.next(),
--- so nothing is left to publish.
---
--- CALL it outside a transaction block: it commits what came before it.
-CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
-LANGUAGE plpgsql AS $$
-BEGIN
-    COMMIT;
-    LOOP
-        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        EXIT WHEN sync.claim_relay();
-        ROLLBACK;
-    END LOOP;
-    summary := sync.record_pass();
-    COMMIT;
 END
 $$;

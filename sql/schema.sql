@@ -4,39 +4,6 @@
 -- sql/magic_sync--A--B.sql. Every table here holds state that must survive a
 -- dump and restore, so each is marked for pg_dump at the end of this file.
 
--- Where the replicas are: sync.declare_replicas().
-CREATE TABLE sync.replica_source (
-    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
-    -- The replicas' table or view, schema-qualified and quoted as
-    -- regclass::text writes it.
-    relation      text NOT NULL,
-    -- Its column of replica ids (uuid).
-    id_column     text NOT NULL,
-    -- The SQL condition a replica that should receive anything meets.
-    live          text NOT NULL,
-    declared_at   timestamptz NOT NULL DEFAULT now()
-);
-
--- The declared tables: sync.declare_table().
-CREATE TABLE sync.tables (
-    -- The name replicas know the table by.
-    name          text PRIMARY KEY,
-    -- The table, schema-qualified and quoted as regclass::text writes it.
-    relation      text NOT NULL UNIQUE,
-    mirror        text NOT NULL CHECK (mirror IN ('catalog', 'record', 'both', 'setting')),
-    -- Which replicas hold its rows: 'broadcast'.
-    rule          text NOT NULL,
-    key_columns   text[] NOT NULL,
-    -- Each key column's type in the key text form: 'uuid' or 'integer'.
-    key_types     text[] NOT NULL,
-    -- The columns that travel, and their types as format_type writes them.
-    columns       text[] NOT NULL,
-    column_types  text[] NOT NULL,
-    -- Parents before children: the order tables are sent in.
-    position      integer NOT NULL,
-    declared_at   timestamptz NOT NULL DEFAULT now()
-);
-
 -- Every insert, update and delete of a declared table, noted by its
 -- triggers in the writing transaction. A note says only that a row changed:
 -- what is sent is always the row as it is when the relay reads it.
@@ -150,8 +117,6 @@ CREATE TABLE sync.outbox (
 );
 CREATE INDEX outbox_by_body ON sync.outbox (body);
 
-SELECT pg_catalog.pg_extension_config_dump('sync.replica_source', '');
-SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.note_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.notes', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.epochs', '');

@@ -35,8 +35,10 @@ mod table_sql;
 
 // The engine's tables come first; every function is created after them.
 extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
-// Trigger functions and the relay procedure, in PL/pgSQL.
-extension_sql_file!("../../sql/noting.sql", name = "noting", finalize);
+extension_sql_file!("../../sql/declarations.sql", name = "declarations", requires = ["schema"]);
+// Trigger functions, and the relay's procedure, in PL/pgSQL.
+extension_sql_file!("../../sql/noting.sql", name = "noting", requires = ["declarations"]);
+extension_sql_file!("../../sql/relay.sql", name = "relay", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
