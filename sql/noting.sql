@@ -1,33 +1,40 @@
 -- Noting changes: the triggers' functions, and the checks declarations
 -- run, in PL/pgSQL.
 
--- Notes the keys of every row a statement inserted, updated or deleted, one
--- note per key, in the writing transaction. An update that changes a key
--- notes the old key too: that row is gone.
---
--- Arguments: the table's name as replicas know it, then its key columns.
-CREATE FUNCTION sync.note_rows() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    key_text text;
-    source text;
-BEGIN
-    SELECT CASE WHEN count(*) = 1 THEN min(format('(%I)::text', c))
-                ELSE format('concat_ws(''|'', %s)',
-                            string_agg(format('(%I)::text', c), ', ' ORDER BY o))
-           END
-      INTO key_text
-      FROM unnest(TG_ARGV[1:TG_NARGS - 1]) WITH ORDINALITY AS k(c, o);
-    source := CASE TG_OP
-        WHEN 'INSERT' THEN format('SELECT %s FROM sync_new', key_text)
-        WHEN 'DELETE' THEN format('SELECT %s FROM sync_old', key_text)
-        ELSE format('SELECT %s FROM sync_new UNION SELECT %s FROM sync_old', key_text, key_text)
-    END;
-    EXECUTE format('INSERT INTO sync.notes (table_name, key) SELECT DISTINCT $1, k FROM (%s) AS changed(k)', source)
-        USING TG_ARGV[0];
-    RETURN NULL;
-END
-$$;
+-- What a note says beyond the table and the key (sync.notes is in
+-- schema.sql): the partition the row was in when it changed, and, for a row
+-- that points at other declared tables, the keys of the parents it pointed
+-- at before the change, one per reference in the order of
+-- sync.table_references.position (NULL where it pointed at none): a parent
+-- it no longer points at can then be let go.
+ALTER TABLE sync.notes ADD COLUMN partition text;
+ALTER TABLE sync.notes ADD COLUMN parents_before text[];
+
+-- Changes to groups: a row of a grouped table joining or leaving a group
+-- (key set, replica NULL), or a group given to or taken from a replica
+-- (replica set, key NULL). Numbered from the same sequence as sync.notes,
+-- so the two read together in the order they were written; deleted, like a
+-- note, by the relay pass that plans it.
+CREATE TABLE sync.group_notes (
+    id            bigint PRIMARY KEY DEFAULT nextval('sync.note_ids'),
+    -- The grouped table, as replicas know it.
+    table_name    text NOT NULL,
+    -- The group: its columns' values in the key text form.
+    group_key     text NOT NULL,
+    -- The grouped row that joined or left the group.
+    key           text,
+    -- The replica given the group, or from which it was taken.
+    replica       uuid,
+    noted_at      timestamptz NOT NULL DEFAULT now()
+);
+SELECT pg_catalog.pg_extension_config_dump('sync.group_notes', '');
+
+-- The note triggers (pg_magic_sync/src/noting.rs): row triggers in C, each
+-- reading the columns its arguments name straight from the row.
+CREATE FUNCTION sync.note_row() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'note_row';
+CREATE FUNCTION sync.note_group() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'note_group';
 
 -- TRUNCATE removes rows without a note, so no replica would ever hear of it.
 CREATE FUNCTION sync.refuse_truncate() RETURNS trigger

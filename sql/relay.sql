@@ -23,7 +23,7 @@ $$;
 
 -- One relay pass: in one REPEATABLE READ transaction holding the relay's
 -- lock, it reads the notes, plans, loads and records, writing the messages
--- to the outbox and marking the notes done; then it commits. With the
+-- to the outbox and deleting the notes it planned; then it commits. With the
 -- default transport the outbox is the queue replicas read with sync.next(),
 -- so nothing is left to publish.
 --

@@ -5,21 +5,21 @@
 -- dump and restore, so each is marked for pg_dump at the end of this file.
 
 -- Every insert, update and delete of a declared table, noted by its
--- triggers in the writing transaction. A note says only that a row changed:
--- what is sent is always the row as it is when the relay reads it.
+-- triggers in the writing transaction, and deleted by the relay pass that
+-- plans it. A note says only that a row changed: what is sent is always the
+-- row as it is when the relay reads it.
 CREATE SEQUENCE sync.note_ids;
 CREATE TABLE sync.notes (
     id            bigint PRIMARY KEY DEFAULT nextval('sync.note_ids'),
-    table_name    text NOT NULL,
-    key           text NOT NULL,
-    -- Set in the transaction that records what the note asked for.
-    done          boolean NOT NULL DEFAULT false,
+    -- Names and keys compare byte for byte ("C"): the key text form is
+    -- ASCII, and byte order is the cheapest.
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
     noted_at      timestamptz NOT NULL DEFAULT now()
 );
--- The relay reads every note that is not done, never "after the last one
--- read": ids are drawn before commit, so a lower one can commit later.
-CREATE INDEX notes_pending ON sync.notes (id) WHERE NOT done;
--- A row's newest note is the version a replica is recorded holding.
+-- The relay reads every note there is, never "after the last one read":
+-- ids are drawn before commit, so a lower one can commit later. A row's
+-- newest note is the version a replica is recorded holding.
 CREATE INDEX notes_by_row ON sync.notes (table_name, key, id);
 
 -- The server installation's epochs. Messages are sealed under the current
@@ -46,6 +46,9 @@ CREATE TABLE sync.relay_state (
 CREATE TABLE sync.replicas (
     id                uuid PRIMARY KEY,
     live              boolean NOT NULL,
+    -- Its partition, as text, when the replicas are partitioned: no row
+    -- crosses from one to another.
+    partition         text,
     -- Provision it from scratch at the next pass.
     provision         boolean NOT NULL DEFAULT true,
     -- The epoch its messages are numbered in, and the last one written for
@@ -70,10 +73,13 @@ CREATE TABLE sync.replicas (
 -- What each replica holds, or has on its way: one row per row sent it.
 -- A row counts as held once the replica said it applied the message that
 -- carried it (sent <= replicas.applied_sequence).
+--
+-- The engine's own bookkeeping tables carry no foreign keys: they are
+-- written a row per row sent, and the relay deletes what it forgets itself.
 CREATE TABLE sync.held (
-    replica       uuid NOT NULL REFERENCES sync.replicas (id) ON DELETE CASCADE,
-    table_name    text NOT NULL,
-    key           text NOT NULL,
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
     -- The newest note of the row the recording pass saw (0: none): a later
     -- note is a change this replica lacks.
     note          bigint NOT NULL,
@@ -84,7 +90,6 @@ CREATE TABLE sync.held (
     leaving       bigint,
     PRIMARY KEY (replica, table_name, key)
 );
-CREATE INDEX held_by_row ON sync.held (table_name, key);
 
 -- Message numbers: one sequence for every replica, so no two messages ever
 -- share a number, and a restored database never numbers backwards.
@@ -95,12 +100,14 @@ CREATE TABLE sync.bodies (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     bytes         bytea NOT NULL
 );
+-- Bodies live until their messages are taken: not worth compressing.
+ALTER TABLE sync.bodies ALTER COLUMN bytes SET STORAGE EXTERNAL;
 
 -- The messages recorded for each replica and not yet taken by the
 -- transport, in order. With the default transport this is the queue itself:
 -- sync.next() hands out the head, sync.ack() removes it.
 CREATE TABLE sync.outbox (
-    replica       uuid NOT NULL REFERENCES sync.replicas (id) ON DELETE CASCADE,
+    replica       uuid NOT NULL,
     -- The order messages go in: the message's sequence for a Down or an
     -- EndSnapshot.
     position      bigint NOT NULL,
@@ -110,7 +117,7 @@ CREATE TABLE sync.outbox (
     kind          text NOT NULL CHECK (kind IN ('down', 'end', 'filed')),
     -- The replica's own fields of the message, encoded; the body follows.
     head          bytea NOT NULL,
-    body          bigint REFERENCES sync.bodies (id),
+    body          bigint,
     written_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (replica, position),
     UNIQUE (replica, id)

@@ -25,6 +25,47 @@ pub fn one<T: FromDatum + IntoDatum>(sql: &str, args: &[DatumWithOid]) -> Option
     })
 }
 
+/// Runs `work` with what PostgreSQL allocates for it in a scratch memory
+/// context, freed when it returns, so a long pass does not pile up what
+/// each chunk needed. `work` answers Rust values only.
+pub fn in_scratch<R>(work: impl FnOnce() -> R) -> R {
+    let mut scratch = pgrx::PgMemoryContexts::new("magic_sync scratch");
+    // SAFETY: the context lives until the end of this function, and what
+    // `work` answers is owned by Rust, not allocated in it.
+    unsafe { scratch.switch_to(|_| work()) }
+}
+
+/// Reads a query's rows a chunk at a time, handing each chunk to `each`,
+/// which may itself run SQL. Only one chunk is in memory at a time.
+pub fn for_each_chunk<T>(
+    sql: &str,
+    chunk: i64,
+    read: impl Fn(&pgrx::spi::SpiHeapTupleData) -> T,
+    mut each: impl FnMut(Vec<T>),
+) {
+    Spi::connect(|client| {
+        let mut cursor = client
+            .try_open_cursor(sql, &[])
+            .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile running: {sql}"));
+        loop {
+            let rows: Vec<T> = in_scratch(|| {
+                let rows = cursor
+                    .fetch(chunk as _)
+                    .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile reading: {sql}"))
+                    .map(|row| read(&row))
+                    .collect();
+                // SPI keeps every fetched table until it disconnects: free each.
+                unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
+                rows
+            });
+            if rows.is_empty() {
+                break;
+            }
+            in_scratch(|| each(rows));
+        }
+    });
+}
+
 pub fn to_pg(id: uuid::Uuid) -> pgrx::Uuid {
     pgrx::Uuid::from_bytes(*id.as_bytes())
 }

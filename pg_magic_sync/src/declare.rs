@@ -350,31 +350,31 @@ fn record_declaration(table: &Declared) {
     );
 }
 
-/// The triggers of a declared table, by name: one per kind of statement,
-/// each noting the keys of every row the statement changed (a trigger with
-/// transition tables takes one event), and one refusing TRUNCATE.
+/// The triggers of a declared table, by name: a row trigger noting every
+/// change, and one refusing TRUNCATE.
 pub fn trigger_ddl(table: &Declared) -> Vec<(&'static str, String)> {
-    let mut args = vec![quote_literal(&table.name)];
-    args.extend(table.key_columns.iter().map(|c| quote_literal(c)));
-    let args = args.join(", ");
-    let on = &table.relation;
-    let note = |trigger: &'static str, event: &str, referencing: &str| {
-        (
-            trigger,
-            format!(
-                "CREATE TRIGGER {trigger} AFTER {event} ON {on} REFERENCING {referencing} \
-                 FOR EACH STATEMENT EXECUTE FUNCTION sync.note_rows({args});"
-            ),
-        )
+    let noting = crate::noting::RowNoting {
+        table: &table.name,
+        partition: None,
+        key: table.key_columns.iter().map(String::as_str).collect(),
+        references: vec![],
+        unnoted: vec![],
     };
+    let args: Vec<String> = noting
+        .arguments()
+        .iter()
+        .map(|a| quote_literal(a))
+        .collect();
+    let on = &table.relation;
     vec![
-        note("sync_note_insert", "INSERT", "NEW TABLE AS sync_new"),
-        note(
-            "sync_note_update",
-            "UPDATE",
-            "OLD TABLE AS sync_old NEW TABLE AS sync_new",
+        (
+            "sync_note_row",
+            format!(
+                "CREATE TRIGGER sync_note_row AFTER INSERT OR UPDATE OR DELETE ON {on} \
+                 FOR EACH ROW EXECUTE FUNCTION sync.note_row({});",
+                args.join(", ")
+            ),
         ),
-        note("sync_note_delete", "DELETE", "OLD TABLE AS sync_old"),
         (
             "sync_refuse_truncate",
             format!(

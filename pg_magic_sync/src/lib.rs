@@ -20,6 +20,7 @@ mod db;
 mod declare;
 mod envelope;
 mod load;
+mod noting;
 mod observe;
 mod pack;
 mod plan;
@@ -29,15 +30,24 @@ mod record;
 mod relay;
 mod seal;
 mod settings;
+mod steps;
 mod table_sql;
 
 ::pgrx::pg_module_magic!(name, version);
 
 // The engine's tables come first; every function is created after them.
 extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
-extension_sql_file!("../../sql/declarations.sql", name = "declarations", requires = ["schema"]);
+extension_sql_file!(
+    "../../sql/declarations.sql",
+    name = "declarations",
+    requires = ["schema"]
+);
 // Trigger functions, and the relay's procedure, in PL/pgSQL.
-extension_sql_file!("../../sql/noting.sql", name = "noting", requires = ["declarations"]);
+extension_sql_file!(
+    "../../sql/noting.sql",
+    name = "noting",
+    requires = ["declarations"]
+);
 extension_sql_file!("../../sql/relay.sql", name = "relay", finalize);
 
 #[pg_guard]

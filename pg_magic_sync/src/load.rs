@@ -1,5 +1,7 @@
-//! Step 2 of a pass: every row the plan sends, read once and encoded once,
-//! however many replicas get it (`sync_pass_rows`).
+//! Step 2 of a pass: every row sent to more than one cohort, read once and
+//! encoded once, however many replicas get it (`sync_pass_rows`). A row only
+//! one cohort is sent is encoded as that cohort's messages are packed: it is
+//! read once all the same.
 
 use crate::catalog::Declared;
 use crate::db;
@@ -7,17 +9,23 @@ use crate::table_sql::{key_matches, quote_literal, row_json};
 
 const ROWS: &str = "\
     CREATE TEMP TABLE sync_pass_rows ( \
-        table_name text NOT NULL, key text NOT NULL, bytes bytea NOT NULL, \
-        PRIMARY KEY (table_name, key)) ON COMMIT DROP";
+        table_name text COLLATE \"C\" NOT NULL, key text COLLATE \"C\" NOT NULL, bytes bytea NOT NULL) ON COMMIT DROP";
 
-/// Encodes the rows of every table the plan sends, as JSON.
-pub fn load(tables: &[Declared]) {
+/// Encodes, as JSON, the rows of every table that more than one cohort is
+/// sent. Answers how many it encoded.
+pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
     db::run(ROWS);
+    if cohorts < 2 {
+        return 0;
+    }
     for table in tables {
         db::run(&format!(
             "INSERT INTO sync_pass_rows \
              SELECT {name}, k.key, convert_to(({json})::text, 'UTF8') \
-             FROM (SELECT DISTINCT key FROM sync_pass_plan WHERE table_name = {name} AND op = 'u') AS k \
+             FROM (SELECT p.key FROM sync_pass_plan p \
+                   JOIN sync_pass_representatives r ON r.replica = p.replica \
+                   WHERE p.table_name = {name} AND p.op = 'u' \
+                   GROUP BY p.key HAVING count(*) > 1) AS k \
              JOIN {rel} AS t ON {matches}",
             name = quote_literal(&table.name),
             json = row_json(table, "t"),
@@ -25,4 +33,6 @@ pub fn load(tables: &[Declared]) {
             matches = key_matches(table, "t", "k.key"),
         ));
     }
+    db::run("ANALYZE sync_pass_rows");
+    db::one::<i64>("SELECT count(*) FROM sync_pass_rows", &[]).unwrap_or(0)
 }

@@ -13,10 +13,21 @@ use magic_sync_proto::wire::DownTable;
 /// Room kept in every message for its head and the `ToReplica` around it.
 pub const HEAD_ROOM: usize = 256;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Op {
     Delete,
     Upsert,
+}
+
+impl Op {
+    /// The op as the plan writes it: 'd' or 'u'.
+    pub fn from_code(code: &str) -> Op {
+        if code == "d" {
+            Op::Delete
+        } else {
+            Op::Upsert
+        }
+    }
 }
 
 /// A row too large for any message, even alone.

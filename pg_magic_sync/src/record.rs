@@ -5,7 +5,11 @@
 //! Replicas whose plans are the same (every replica, for a change to a
 //! broadcast table) form a cohort: the cohort's rows are packed once into
 //! bodies stored once, and each replica's messages are its own heads in
-//! front of those bodies.
+//! front of those bodies. Rows are read a chunk at a time and written a few
+//! bodies at a time, so memory holds a chunk and the bodies being written,
+//! never the plan.
+
+use std::collections::BTreeMap;
 
 use pgrx::prelude::*;
 use uuid::Uuid;
@@ -17,6 +21,7 @@ use crate::db::{self, from_pg, to_pg};
 use crate::envelope::{self, Head, Kind};
 use crate::pack::{Op, Packer};
 use crate::seal::{self, Sealed};
+use crate::table_sql::{key_matches, quote_literal, row_json};
 
 /// The epoch messages are numbered and sealed in.
 pub struct Epoch {
@@ -33,7 +38,9 @@ pub struct Recorded {
     pub too_large: Vec<String>,
 }
 
-/// Replicas with the same plan share a cohort.
+/// Replicas with the same plan share a cohort. Plans are compared by their
+/// size and two independent hashes of their rows. Each cohort's plan is read
+/// from one of its replicas: its representative.
 const COHORTS: &str = "\
     CREATE TEMP TABLE sync_pass_cohorts ON COMMIT DROP AS \
     SELECT r.id AS replica, r.provision, \
@@ -43,74 +50,41 @@ const COHORTS: &str = "\
                       sum(hashtextextended(table_name || '/' || op || '/' || key, 0)::numeric) AS h1, \
                       bit_xor(hashtextextended(table_name || '/' || op || '/' || key, 1)) AS h2 \
                FROM sync_pass_plan GROUP BY replica) AS s ON s.replica = r.id \
-    WHERE r.provision OR s.n > 0";
+    WHERE r.provision OR s.n > 0; \
+    CREATE TEMP TABLE sync_pass_representatives ON COMMIT DROP AS \
+    SELECT cohort, (array_agg(replica ORDER BY replica))[1] AS replica \
+    FROM sync_pass_cohorts GROUP BY cohort";
 
-/// Each cohort's rows in the order they are applied: deletes children
-/// first, then upserts parents first.
-const COHORT_ROWS: &str = "\
-    CREATE TEMP TABLE sync_pass_cohort_rows ON COMMIT DROP AS \
-    SELECT c.cohort, \
-           row_number() OVER (PARTITION BY c.cohort ORDER BY p.op, \
-               CASE WHEN p.op = 'd' THEN -t.position ELSE t.position END, p.key) AS ord, \
-           p.table_name, p.op, p.key, p.note \
-    FROM (SELECT cohort, (array_agg(replica ORDER BY replica))[1] AS replica \
-          FROM sync_pass_cohorts GROUP BY cohort) AS c \
-    JOIN sync_pass_plan p ON p.replica = c.replica \
-    JOIN sync.tables t ON t.name = p.table_name";
+/// Which tables each cohort has rows of, to delete and to upsert.
+const PARTS: &str = "\
+    SELECT DISTINCT r.cohort, r.replica, p.table_name, p.op \
+    FROM sync_pass_representatives r JOIN sync_pass_plan p ON p.replica = r.replica \
+    ORDER BY r.cohort";
 
-const ROWS_TO_PACK: &str = "\
-    SELECT r.cohort, r.ord, r.table_name, r.op, r.key, w.bytes \
-    FROM sync_pass_cohort_rows r \
-    LEFT JOIN sync_pass_rows w ON w.table_name = r.table_name AND w.key = r.key \
-    ORDER BY r.cohort, r.ord";
-
-const PASS_TABLES: &str = "\
-    CREATE TEMP TABLE sync_pass_bodies ( \
-        cohort int NOT NULL, body_index int NOT NULL, first_ord bigint NOT NULL, \
-        PRIMARY KEY (cohort, first_ord)) ON COMMIT DROP; \
-    CREATE TEMP TABLE sync_pass_messages ( \
-        cohort int NOT NULL, replica uuid NOT NULL, body_index int NOT NULL, \
-        sequence bigint NOT NULL) ON COMMIT DROP; \
-    CREATE TEMP TABLE sync_pass_refused (cohort int NOT NULL, ord bigint NOT NULL) ON COMMIT DROP";
-
-/// Which message carried each planned row, for every replica of its cohort.
-const CARRIED: &str = "\
-    CREATE TEMP TABLE sync_pass_carried ON COMMIT DROP AS \
-    SELECT m.replica, r.table_name, r.key, r.op, r.note, m.sequence \
-    FROM sync_pass_cohort_rows r \
-    CROSS JOIN LATERAL (SELECT b.body_index FROM sync_pass_bodies b \
-                        WHERE b.cohort = r.cohort AND b.first_ord <= r.ord \
-                        ORDER BY b.first_ord DESC LIMIT 1) AS b \
-    JOIN sync_pass_messages m ON m.cohort = r.cohort AND m.body_index = b.body_index \
-    WHERE NOT EXISTS (SELECT 1 FROM sync_pass_refused x WHERE x.cohort = r.cohort AND x.ord = r.ord)";
+const MEMBERS: &str = "\
+    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce \
+    FROM sync_pass_cohorts c JOIN sync.replicas s ON s.id = c.replica \
+    ORDER BY c.cohort, c.replica";
 
 /// A replica provisioned again holds nothing the server knows of until its
 /// snapshot's rows are recorded.
 const FORGET_PROVISIONED: &str = "\
     DELETE FROM sync.held h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica";
 
-const RECORD_UPSERTS: &str = "\
-    INSERT INTO sync.held (replica, table_name, key, note, sent) \
-    SELECT replica, table_name, key, note, sequence FROM sync_pass_carried WHERE op = 'u' \
-    ON CONFLICT (replica, table_name, key) DO UPDATE \
-    SET note = excluded.note, sent = excluded.sent, leaving = NULL";
-
-const RECORD_DELETES: &str = "\
-    UPDATE sync.held h SET leaving = c.sequence, note = c.note \
-    FROM sync_pass_carried c \
-    WHERE c.op = 'd' AND h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key";
+const STORE_BODIES: &str = "\
+    INSERT INTO sync.bodies (bytes) \
+    SELECT b FROM unnest($1::bytea[]) WITH ORDINALITY AS u(b, n) ORDER BY n RETURNING id";
 
 const WRITE_OUTBOX: &str = "\
     INSERT INTO sync.outbox (replica, position, id, kind, head, body) \
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::bigint[])";
 
-const WRITE_MESSAGES: &str = "\
-    INSERT INTO sync_pass_messages (cohort, replica, body_index, sequence) \
-    SELECT * FROM unnest($1::int[], $2::uuid[], $3::int[], $4::bigint[])";
-
-const WRITE_BODIES: &str = "\
-    INSERT INTO sync_pass_bodies (cohort, body_index, first_ord) \
-    SELECT * FROM unnest($1::int[], $2::int[], $3::bigint[])";
+/// Which message carried each row, for every replica that was sent it.
+const CARRIED: &str = "\
+    SELECT m.replica, r.table_name, r.key, r.note, m.sequence, r.op, m.fresh \
+    FROM unnest($1::int[], $2::uuid[], $3::bigint[], $9::bool[]) AS m(body, replica, sequence, fresh) \
+    JOIN unnest($4::int[], $5::text[], $6::text[], $7::bigint[], $8::text[]) \
+         AS r(body, table_name, key, note, op) ON r.body = m.body";
 
 const ADVANCE_CHAINS: &str = "\
     UPDATE sync.replicas s SET epoch = $1, last_sequence = u.last_sequence, \
@@ -121,414 +95,579 @@ const ADVANCE_CHAINS: &str = "\
          AS u(id, last_sequence, last_nonce, snapshot_id, snapshot_sequence) \
     WHERE s.id = u.id";
 
-/// A body written to sync.bodies, and where its rows begin in its cohort.
-struct Body {
-    cohort: i32,
-    index: i32,
-    first_ord: i64,
-    id: i64,
-}
+/// Write what waits once it holds this many rows or bytes.
+const FLUSH_ROWS: usize = 20_000;
+const FLUSH_BYTES: usize = 8 << 20;
 
-/// One replica of a cohort, and where its chain stands.
-struct Member {
-    cohort: i32,
-    replica: Uuid,
-    provision: bool,
-    last_sequence: i64,
-    last_nonce: i64,
+/// Groups the replicas of this pass by their plans. Answers how many
+/// cohorts there are.
+pub fn form_cohorts() -> i64 {
+    db::run(COHORTS);
+    db::one::<i64>("SELECT count(*) FROM sync_pass_representatives", &[]).unwrap_or(0)
 }
 
 /// Packs, numbers, seals and records every cohort's messages.
 pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits) -> Recorded {
-    db::run(COHORTS);
-    db::run(COHORT_ROWS);
-    db::run(PASS_TABLES);
-    let mut recorded = Recorded::default();
-    let bodies = pack_bodies(limits, &mut recorded);
-    write_bodies(&bodies);
-    let end = end_of_snapshot_body(tables);
-    let members = members();
-    recorded.provisioned = members.iter().filter(|m| m.provision).count() as i64;
-    recorded.bodies = bodies.len() as i64 + i64::from(recorded.provisioned > 0);
-    recorded.messages = write_messages(&members, &bodies, end, epoch);
-    db::run(CARRIED);
     db::run(FORGET_PROVISIONED);
-    db::run(RECORD_UPSERTS);
-    db::run(RECORD_DELETES);
-    recorded
+    let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables));
+    let mut too_large = Vec::new();
+    for (cohort, parts) in parts_by_cohort() {
+        let mut packing = Packing::new(cohort, limits);
+        // Deletes children first, then upserts parents first.
+        let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
+        let upserts = tables.iter().map(|t| (t, Op::Upsert));
+        for (table, op) in deletes.chain(upserts) {
+            let Some(representative) = parts.get(&(table.name.clone(), op)) else {
+                continue;
+            };
+            let sql = rows_of_part(table, op, *representative);
+            db::for_each_chunk(
+                &sql,
+                2_000,
+                |row| Planned::read(&table.name, op, row),
+                |rows| {
+                    for row in rows {
+                        if let Err(refused) = packing.push(row, &mut writer) {
+                            pgrx::warning!("magic_sync: {refused}; it is not sent");
+                            too_large.push(refused);
+                        }
+                    }
+                    writer.flush_if_full();
+                },
+            );
+        }
+        packing.finish(&mut writer);
+    }
+    writer.finish(too_large)
 }
 
-/// A planned row, read from the cursor.
+/// Per cohort, the (table, op) parts it has rows of, and the replica whose
+/// plan they are read from.
+fn parts_by_cohort() -> BTreeMap<i32, BTreeMap<(String, Op), Uuid>> {
+    let mut cohorts: BTreeMap<i32, BTreeMap<(String, Op), Uuid>> = BTreeMap::new();
+    db::for_each_chunk(
+        PARTS,
+        10_000,
+        |row| {
+            let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
+            let replica = from_pg(row.get(2).ok().flatten().expect("a replica"));
+            let table: String = row.get(3).ok().flatten().unwrap_or_default();
+            let op = Op::from_code(&row.get::<String>(4).ok().flatten().unwrap_or_default());
+            (cohort, table, op, replica)
+        },
+        |rows| {
+            for (cohort, table, op, replica) in rows {
+                cohorts
+                    .entry(cohort)
+                    .or_default()
+                    .insert((table, op), replica);
+            }
+        },
+    );
+    cohorts
+}
+
+/// The rows of one part of a cohort's plan: keys to delete, or keys, notes
+/// and bytes to upsert (encoded here, unless loaded already because more
+/// than one cohort is sent them). In key order: what is recorded of them is
+/// then written in the order of the index that holds it, which is much the
+/// cheapest.
+fn rows_of_part(table: &Declared, op: Op, representative: Uuid) -> String {
+    let name = quote_literal(&table.name);
+    let replica = quote_literal(&representative.to_string());
+    match op {
+        Op::Delete => format!(
+            "SELECT p.key, p.note, NULL::bytea FROM sync_pass_plan p \
+             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'd' \
+             ORDER BY p.key"
+        ),
+        Op::Upsert => format!(
+            "SELECT p.key, p.note, \
+                    CASE WHEN w.bytes IS NOT NULL THEN w.bytes \
+                         ELSE convert_to(({json})::text, 'UTF8') END \
+             FROM sync_pass_plan p \
+             JOIN {rel} AS t ON {matches} \
+             LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = p.key \
+             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'u' \
+             ORDER BY p.key",
+            json = row_json(table, "t"),
+            rel = table.relation,
+            matches = key_matches(table, "t", "p.key"),
+        ),
+    }
+}
+
+/// A planned row, as the cursor reads it.
 struct Planned {
-    cohort: i32,
-    ord: i64,
     table: String,
     op: Op,
     key: String,
+    note: i64,
     bytes: Option<Vec<u8>>,
 }
 
-/// Reads every cohort's rows a chunk at a time and packs them into bodies,
-/// stored once each.
-fn pack_bodies(limits: Limits, recorded: &mut Recorded) -> Vec<Body> {
-    let mut bodies = Vec::new();
-    let mut refused: Vec<(i32, i64)> = Vec::new();
-    Spi::connect_mut(|client| {
-        let mut cursor = client.open_cursor(ROWS_TO_PACK, &[]);
-        let mut current: Option<(i32, Packer, i64)> = None;
-        loop {
-            let chunk: Vec<Planned> = cursor
-                .fetch(1000)
-                .expect("reads the planned rows")
-                .map(|row| Planned {
-                    cohort: row.get(1).ok().flatten().unwrap_or_default(),
-                    ord: row.get(2).ok().flatten().unwrap_or_default(),
-                    table: row.get(3).ok().flatten().unwrap_or_default(),
-                    op: match row.get::<String>(4).ok().flatten().as_deref() {
-                        Some("d") => Op::Delete,
-                        _ => Op::Upsert,
-                    },
-                    key: row.get(5).ok().flatten().unwrap_or_default(),
-                    bytes: row.get(6).ok().flatten(),
-                })
-                .collect();
-            if chunk.is_empty() {
-                break;
-            }
-            for row in chunk {
-                if current
-                    .as_ref()
-                    .is_none_or(|(cohort, _, _)| *cohort != row.cohort)
-                {
-                    if let Some((cohort, packer, first)) = current.take() {
-                        finish_cohort(client, &mut bodies, cohort, packer, first);
-                    }
-                    current = Some((row.cohort, Packer::new(limits), row.ord));
-                }
-                let (cohort, packer, first) = current.as_mut().expect("a cohort being packed");
-                if row.op == Op::Upsert && row.bytes.is_none() {
-                    // Gone since the plan read it: nothing to send.
-                    refused.push((row.cohort, row.ord));
-                    continue;
-                }
-                match packer.push(&row.table, row.op, row.key, row.bytes) {
-                    Ok(Some(full)) => {
-                        let id = store_body(client, envelope::down_body(full));
-                        bodies.push(Body {
-                            cohort: *cohort,
-                            index: next_index(&bodies, *cohort),
-                            first_ord: *first,
-                            id,
-                        });
-                        *first = row.ord;
-                    }
-                    Ok(None) => {}
-                    Err(too_large) => {
-                        pgrx::warning!("magic_sync: {too_large}; it is not sent");
-                        recorded.too_large.push(too_large.to_string());
-                        refused.push((row.cohort, row.ord));
-                    }
-                }
-            }
+impl Planned {
+    fn read(table: &str, op: Op, row: &pgrx::spi::SpiHeapTupleData) -> Planned {
+        Planned {
+            table: table.to_owned(),
+            op,
+            key: row.get(1).ok().flatten().unwrap_or_default(),
+            note: row.get(2).ok().flatten().unwrap_or_default(),
+            bytes: row.get(3).ok().flatten(),
         }
-        if let Some((cohort, packer, first)) = current.take() {
-            finish_cohort(client, &mut bodies, cohort, packer, first);
-        }
-    });
-    write_refused(&refused);
-    bodies
+    }
 }
 
-fn finish_cohort(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    bodies: &mut Vec<Body>,
+/// What is recorded of a row a body carries.
+struct Carried {
+    table: String,
+    key: String,
+    note: i64,
+    op: Op,
+}
+
+/// One cohort's rows being packed into bodies.
+struct Packing {
     cohort: i32,
     packer: Packer,
-    first_ord: i64,
-) {
-    if let Some(last) = packer.finish() {
-        let id = store_body(client, envelope::down_body(last));
-        let index = next_index(bodies, cohort);
-        bodies.push(Body {
+    /// The rows of the body being filled.
+    open: Vec<Carried>,
+}
+
+impl Packing {
+    fn new(cohort: i32, limits: Limits) -> Packing {
+        Packing {
             cohort,
-            index,
-            first_ord,
-            id,
-        });
+            packer: Packer::new(limits),
+            open: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, row: Planned, writer: &mut Writer) -> Result<(), String> {
+        if row.op == Op::Upsert && row.bytes.is_none() {
+            // Gone since the plan read it: nothing to send.
+            return Ok(());
+        }
+        let carried = Carried {
+            table: row.table.clone(),
+            key: row.key.clone(),
+            note: row.note,
+            op: row.op,
+        };
+        match self.packer.push(&row.table, row.op, row.key, row.bytes) {
+            Ok(full) => {
+                if let Some(parts) = full {
+                    let rows = std::mem::take(&mut self.open);
+                    writer.body(self.cohort, Kind::Down, envelope::down_body(parts), rows);
+                }
+                self.open.push(carried);
+                Ok(())
+            }
+            Err(too_large) => Err(too_large.to_string()),
+        }
+    }
+
+    fn finish(self, writer: &mut Writer) {
+        if let Some(parts) = self.packer.finish() {
+            writer.body(
+                self.cohort,
+                Kind::Down,
+                envelope::down_body(parts),
+                self.open,
+            );
+        }
+        writer.end_cohort(self.cohort);
     }
 }
 
-fn next_index(bodies: &[Body], cohort: i32) -> i32 {
-    bodies.iter().filter(|b| b.cohort == cohort).count() as i32
+/// One replica of a cohort, and where its chain stands.
+struct Member {
+    replica: Uuid,
+    provision: bool,
+    snapshot: Option<Uuid>,
+    previous: u64,
+    previous_nonce: u64,
+    first_sequence: Option<u64>,
+    ended: bool,
 }
 
-fn store_body(client: &mut pgrx::spi::SpiClient<'_>, bytes: Vec<u8>) -> i64 {
-    client
-        .update(
-            "INSERT INTO sync.bodies (bytes) VALUES ($1) RETURNING id",
-            Some(1),
-            &[bytes.into()],
-        )
-        .and_then(|t| t.first().get_one::<i64>())
-        .expect("stores a body")
-        .expect("a body's id")
-}
-
-fn write_refused(refused: &[(i32, i64)]) {
-    if refused.is_empty() {
-        return;
-    }
-    let cohorts: Vec<i32> = refused.iter().map(|r| r.0).collect();
-    let ords: Vec<i64> = refused.iter().map(|r| r.1).collect();
-    db::run_with(
-        "INSERT INTO sync_pass_refused SELECT * FROM unnest($1::int[], $2::bigint[])",
-        &[cohorts.into(), ords.into()],
+fn members() -> BTreeMap<i32, Vec<Member>> {
+    let mut cohorts: BTreeMap<i32, Vec<Member>> = BTreeMap::new();
+    db::for_each_chunk(
+        MEMBERS,
+        10_000,
+        |row| {
+            let provision: bool = row.get(3).ok().flatten().unwrap_or_default();
+            let (previous, previous_nonce) = if provision {
+                (0, 0)
+            } else {
+                (
+                    row.get::<i64>(4).ok().flatten().unwrap_or_default() as u64,
+                    row.get::<i64>(5).ok().flatten().unwrap_or_default() as u64,
+                )
+            };
+            let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
+            let member = Member {
+                replica: from_pg(row.get(2).ok().flatten().expect("a replica id")),
+                provision,
+                snapshot: provision.then(Uuid::new_v4),
+                previous,
+                previous_nonce,
+                first_sequence: None,
+                ended: false,
+            };
+            (cohort, member)
+        },
+        |rows| {
+            for (cohort, member) in rows {
+                cohorts.entry(cohort).or_default().push(member);
+            }
+        },
     );
-}
-
-fn write_bodies(bodies: &[Body]) {
-    if bodies.is_empty() {
-        return;
-    }
-    db::run_with(
-        WRITE_BODIES,
-        &[
-            bodies.iter().map(|b| b.cohort).collect::<Vec<_>>().into(),
-            bodies.iter().map(|b| b.index).collect::<Vec<_>>().into(),
-            bodies
-                .iter()
-                .map(|b| b.first_ord)
-                .collect::<Vec<_>>()
-                .into(),
-        ],
-    );
+    cohorts
 }
 
 /// The EndSnapshot body every snapshot of this pass ends with: every table
-/// the server sends, parents first. Stored only when a snapshot needs it.
-fn end_of_snapshot_body(tables: &[Declared]) -> impl FnOnce() -> i64 + '_ {
-    move || {
-        let names = tables.iter().map(|t| t.name.clone()).collect();
-        db::one::<i64>(
-            "INSERT INTO sync.bodies (bytes) VALUES ($1) RETURNING id",
-            &[envelope::end_body(names).into()],
-        )
-        .expect("stores the end of a snapshot")
+/// the server sends, parents first.
+fn end_of_snapshot(tables: &[Declared]) -> Vec<u8> {
+    envelope::end_body(tables.iter().map(|t| t.name.clone()).collect())
+}
+
+/// A body waiting to be written, with the cohort that is sent it.
+struct Pending {
+    cohort: i32,
+    kind: Kind,
+    bytes: Vec<u8>,
+    rows: Vec<Carried>,
+}
+
+/// Writes bodies, the messages that carry them and what they carry, a few
+/// bodies at a time.
+struct Writer<'e> {
+    epoch: &'e Epoch,
+    cohorts: BTreeMap<i32, Vec<Member>>,
+    end_body: Vec<u8>,
+    pending: Vec<Pending>,
+    pending_rows: usize,
+    pending_bytes: usize,
+    recorded: Recorded,
+}
+
+impl<'e> Writer<'e> {
+    fn new(epoch: &'e Epoch, cohorts: BTreeMap<i32, Vec<Member>>, end_body: Vec<u8>) -> Self {
+        Writer {
+            epoch,
+            cohorts,
+            end_body,
+            pending: Vec::new(),
+            pending_rows: 0,
+            pending_bytes: 0,
+            recorded: Recorded::default(),
+        }
+    }
+
+    fn body(&mut self, cohort: i32, kind: Kind, bytes: Vec<u8>, rows: Vec<Carried>) {
+        self.pending_rows += rows.len();
+        self.pending_bytes += bytes.len();
+        self.pending.push(Pending {
+            cohort,
+            kind,
+            bytes,
+            rows,
+        });
+    }
+
+    /// The end of a cohort's snapshot, for those of its members being
+    /// provisioned.
+    fn end_cohort(&mut self, cohort: i32) {
+        let provisioned = self
+            .cohorts
+            .get(&cohort)
+            .is_some_and(|members| members.iter().any(|m| m.provision));
+        if provisioned {
+            let bytes = self.end_body.clone();
+            self.body(cohort, Kind::End, bytes, Vec::new());
+        }
+        for member in self.cohorts.get_mut(&cohort).into_iter().flatten() {
+            member.ended = true;
+        }
+    }
+
+    fn flush_if_full(&mut self) {
+        if self.pending_rows >= FLUSH_ROWS || self.pending_bytes >= FLUSH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Stores the waiting bodies, and writes every member's message for
+    /// each, and what each carries.
+    fn flush(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_rows = 0;
+        self.pending_bytes = 0;
+        if pending.is_empty() {
+            return;
+        }
+        db::in_scratch(|| self.write(pending));
+    }
+
+    fn write(&mut self, pending: Vec<Pending>) {
+        let ids = store_bodies(&pending);
+        let count: usize = pending.iter().map(|p| self.members_sent(p).count()).sum();
+        let mut numbers = draw_numbers(count).into_iter();
+        let mut outbox = Outbox::default();
+        let mut carried = CarriedBy::default();
+        for (index, (body, id)) in pending.iter().zip(ids).enumerate() {
+            let epoch = self.epoch;
+            let members = self.cohorts.get_mut(&body.cohort).into_iter().flatten();
+            for member in members.filter(|m| body.kind != Kind::End || m.provision) {
+                let sequence = numbers.next().expect("a number for every message") as u64;
+                let head = next_head(epoch, member, sequence);
+                outbox.push(member.replica, body.kind, &head, id);
+                if body.kind == Kind::Down {
+                    carried.message(index as i32, member.replica, sequence, member.provision);
+                }
+            }
+            self.recorded.bodies += 1;
+            for row in &body.rows {
+                carried.row(index as i32, row);
+            }
+        }
+        self.recorded.messages += outbox.replica.len() as i64;
+        outbox.write();
+        carried.write();
+    }
+
+    /// The members a body is sent to.
+    fn members_sent<'a>(&'a self, body: &'a Pending) -> impl Iterator<Item = &'a Member> + 'a {
+        self.cohorts
+            .get(&body.cohort)
+            .into_iter()
+            .flatten()
+            .filter(move |m| body.kind != Kind::End || m.provision)
+    }
+
+    /// Writes what waits, ends the snapshot of every member whose cohort had
+    /// nothing to send, and moves every member's chain forward.
+    fn finish(mut self, too_large: Vec<String>) -> Recorded {
+        let unended: Vec<i32> = self
+            .cohorts
+            .iter()
+            .filter(|(_, members)| members.iter().any(|m| !m.ended))
+            .map(|(cohort, _)| *cohort)
+            .collect();
+        for cohort in unended {
+            self.end_cohort(cohort);
+        }
+        self.flush();
+        write_chains(self.epoch, self.cohorts.values().flatten());
+        self.recorded.provisioned = self
+            .cohorts
+            .values()
+            .flatten()
+            .filter(|m| m.provision)
+            .count() as i64;
+        self.recorded.too_large = too_large;
+        self.recorded
     }
 }
 
-fn members() -> Vec<Member> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce \
-                 FROM sync_pass_cohorts c JOIN sync.replicas s ON s.id = c.replica \
-                 ORDER BY c.cohort, c.replica",
-                None,
-                &[],
-            )
-            .expect("reads the cohorts")
-            .map(|row| Member {
-                cohort: row.get(1).ok().flatten().unwrap_or_default(),
-                replica: from_pg(row.get(2).ok().flatten().expect("a replica id")),
-                provision: row.get(3).ok().flatten().unwrap_or_default(),
-                last_sequence: row.get(4).ok().flatten().unwrap_or_default(),
-                last_nonce: row.get(5).ok().flatten().unwrap_or_default(),
-            })
-            .collect()
-    })
+/// The next message's head for a member: numbered, chained to its previous
+/// message, with a nonce of its own, sealed.
+fn next_head(epoch: &Epoch, member: &mut Member, sequence: u64) -> Head {
+    let nonce = seal::draw_nonce();
+    let mac = seal::seal(
+        &epoch.secret,
+        &Sealed {
+            replica: member.replica,
+            epoch: epoch.id,
+            sequence,
+            nonce,
+        },
+    );
+    let head = Head {
+        sequence,
+        nonce,
+        previous: member.previous,
+        previous_nonce: member.previous_nonce,
+        epoch: epoch.id,
+        snapshot_id: member.snapshot,
+        mac: mac.to_vec(),
+    };
+    member.first_sequence.get_or_insert(sequence);
+    member.previous = sequence;
+    member.previous_nonce = nonce;
+    head
+}
+
+fn store_bodies(pending: &[Pending]) -> Vec<i64> {
+    let bytes: Vec<Vec<u8>> = pending.iter().map(|p| p.bytes.clone()).collect();
+    let mut ids = Vec::with_capacity(bytes.len());
+    Spi::connect_mut(|client| {
+        let stored = client
+            .update(STORE_BODIES, None, &[bytes.into()])
+            .expect("stores the bodies");
+        ids.extend(stored.map(|row| row.get::<i64>(1).ok().flatten().expect("a body id")));
+    });
+    ids
 }
 
 /// Message numbers drawn from the sequence, in the order they are given.
 fn draw_numbers(count: usize) -> Vec<i64> {
-    let mut numbers: Vec<i64> = Spi::connect(|client| {
-        client
-            .select(
-                "SELECT nextval('sync.message_numbers') FROM generate_series(1, $1)",
-                None,
-                &[(count as i64).into()],
-            )
-            .expect("draws message numbers")
-            .map(|row| row.get::<i64>(1).ok().flatten().expect("a number"))
-            .collect()
-    });
+    let mut numbers = Vec::with_capacity(count);
+    db::for_each_chunk(
+        &format!("SELECT nextval('sync.message_numbers') FROM generate_series(1, {count})"),
+        10_000,
+        |row| row.get::<i64>(1).ok().flatten().expect("a number"),
+        |chunk| numbers.extend(chunk),
+    );
     numbers.sort_unstable();
     numbers
 }
 
-/// The outbox rows and chain updates of every member, written in batches.
+/// Messages for the outbox, written in one statement.
 #[derive(Default)]
-struct Writes {
+struct Outbox {
     replica: Vec<pgrx::Uuid>,
     position: Vec<i64>,
     id: Vec<String>,
     kind: Vec<String>,
     head: Vec<Vec<u8>>,
     body: Vec<i64>,
-    m_cohort: Vec<i32>,
-    m_replica: Vec<pgrx::Uuid>,
-    m_index: Vec<i32>,
-    m_sequence: Vec<i64>,
 }
 
-impl Writes {
-    fn message(&mut self, member: &Member, kind: Kind, head: &Head, body: i64, index: Option<i32>) {
-        self.replica.push(to_pg(member.replica));
+impl Outbox {
+    fn push(&mut self, replica: Uuid, kind: Kind, head: &Head, body: i64) {
+        self.replica.push(to_pg(replica));
         self.position.push(head.sequence as i64);
         self.id.push(head.transport_id());
         self.kind.push(kind.name().to_owned());
         self.head.push(head.encode());
         self.body.push(body);
-        if let Some(index) = index {
-            self.m_cohort.push(member.cohort);
-            self.m_replica.push(to_pg(member.replica));
-            self.m_index.push(index);
-            self.m_sequence.push(head.sequence as i64);
-        }
     }
 
-    fn flush(&mut self) {
-        let w = std::mem::take(self);
-        if !w.replica.is_empty() {
-            db::run_with(
-                WRITE_OUTBOX,
-                &[
-                    w.replica.into(),
-                    w.position.into(),
-                    w.id.into(),
-                    w.kind.into(),
-                    w.head.into(),
-                    w.body.into(),
-                ],
-            );
-        }
-        if !w.m_replica.is_empty() {
-            db::run_with(
-                WRITE_MESSAGES,
-                &[
-                    w.m_cohort.into(),
-                    w.m_replica.into(),
-                    w.m_index.into(),
-                    w.m_sequence.into(),
-                ],
-            );
-        }
-    }
-}
-
-/// Numbers, chains and seals each member's messages and writes them to its
-/// outbox. Answers how many it wrote.
-fn write_messages(
-    members: &[Member],
-    bodies: &[Body],
-    end: impl FnOnce() -> i64,
-    epoch: &Epoch,
-) -> i64 {
-    let per_member = |m: &Member| {
-        bodies.iter().filter(|b| b.cohort == m.cohort).count() + usize::from(m.provision)
-    };
-    let total: usize = members.iter().map(per_member).sum();
-    if total == 0 {
-        return 0;
-    }
-    let mut numbers = draw_numbers(total).into_iter();
-    let mut end = Some(end);
-    let mut end_body = None;
-    let mut writes = Writes::default();
-    let mut chains = Chains::default();
-    for member in members {
-        let snapshot = member.provision.then(Uuid::new_v4);
-        let (mut previous, mut previous_nonce) = match snapshot {
-            Some(_) => (0, 0),
-            None => (member.last_sequence as u64, member.last_nonce as u64),
-        };
-        let mut first_sequence = None;
-        let mut next_head = |numbers: &mut dyn Iterator<Item = i64>| {
-            let sequence = numbers.next().expect("a number for every message") as u64;
-            let nonce = seal::draw_nonce();
-            let mac = seal::seal(
-                &epoch.secret,
-                &Sealed {
-                    replica: member.replica,
-                    epoch: epoch.id,
-                    sequence,
-                    nonce,
-                },
-            );
-            let head = Head {
-                sequence,
-                nonce,
-                previous,
-                previous_nonce,
-                epoch: epoch.id,
-                snapshot_id: snapshot,
-                mac: mac.to_vec(),
-            };
-            first_sequence.get_or_insert(sequence);
-            previous = sequence;
-            previous_nonce = nonce;
-            head
-        };
-        for body in bodies.iter().filter(|b| b.cohort == member.cohort) {
-            let head = next_head(&mut numbers);
-            writes.message(member, Kind::Down, &head, body.id, Some(body.index));
-        }
-        if member.provision {
-            let body = *end_body.get_or_insert_with(|| (end.take().expect("stored once"))());
-            let head = next_head(&mut numbers);
-            writes.message(member, Kind::End, &head, body, None);
-        }
-        chains.push(member, previous, previous_nonce, snapshot, first_sequence);
-        if writes.replica.len() >= 1000 {
-            writes.flush();
-        }
-    }
-    writes.flush();
-    chains.write(epoch);
-    total as i64
-}
-
-/// Where each member's chain stands after this pass.
-#[derive(Default)]
-struct Chains {
-    id: Vec<pgrx::Uuid>,
-    last_sequence: Vec<i64>,
-    last_nonce: Vec<i64>,
-    snapshot_id: Vec<Option<pgrx::Uuid>>,
-    snapshot_sequence: Vec<Option<i64>>,
-}
-
-impl Chains {
-    fn push(
-        &mut self,
-        member: &Member,
-        last: u64,
-        nonce: u64,
-        snapshot: Option<Uuid>,
-        first: Option<u64>,
-    ) {
-        self.id.push(to_pg(member.replica));
-        self.last_sequence.push(last as i64);
-        self.last_nonce.push(nonce as i64);
-        self.snapshot_id.push(snapshot.map(to_pg));
-        self.snapshot_sequence
-            .push(snapshot.and(first).map(|s| s as i64));
-    }
-
-    fn write(self, epoch: &Epoch) {
-        if self.id.is_empty() {
+    fn write(self) {
+        if self.replica.is_empty() {
             return;
         }
         db::run_with(
-            ADVANCE_CHAINS,
+            WRITE_OUTBOX,
             &[
-                to_pg(epoch.id).into(),
+                self.replica.into(),
+                self.position.into(),
                 self.id.into(),
-                self.last_sequence.into(),
-                self.last_nonce.into(),
-                self.snapshot_id.into(),
-                self.snapshot_sequence.into(),
+                self.kind.into(),
+                self.head.into(),
+                self.body.into(),
             ],
         );
     }
+}
+
+/// The rows some bodies carry, and the messages that carry each body:
+/// recorded as held, or leaving, in two statements.
+#[derive(Default)]
+struct CarriedBy {
+    m_body: Vec<i32>,
+    m_replica: Vec<pgrx::Uuid>,
+    m_sequence: Vec<i64>,
+    /// Whether the replica is being provisioned: it holds nothing yet.
+    m_fresh: Vec<bool>,
+    r_body: Vec<i32>,
+    r_table: Vec<String>,
+    r_key: Vec<String>,
+    r_note: Vec<i64>,
+    r_op: Vec<String>,
+}
+
+impl CarriedBy {
+    fn message(&mut self, body: i32, replica: Uuid, sequence: u64, fresh: bool) {
+        self.m_body.push(body);
+        self.m_replica.push(to_pg(replica));
+        self.m_sequence.push(sequence as i64);
+        self.m_fresh.push(fresh);
+    }
+
+    fn row(&mut self, body: i32, row: &Carried) {
+        self.r_body.push(body);
+        self.r_table.push(row.table.clone());
+        self.r_key.push(row.key.clone());
+        self.r_note.push(row.note);
+        self.r_op
+            .push(if row.op == Op::Delete { "d" } else { "u" }.to_owned());
+    }
+
+    fn write(self) {
+        if self.r_body.is_empty() || self.m_body.is_empty() {
+            return;
+        }
+        let args = [
+            self.m_body.into(),
+            self.m_replica.into(),
+            self.m_sequence.into(),
+            self.r_body.into(),
+            self.r_table.into(),
+            self.r_key.into(),
+            self.r_note.into(),
+            self.r_op.into(),
+            self.m_fresh.into(),
+        ];
+        // A replica being provisioned holds nothing yet: nothing to update.
+        db::run_with(
+            &format!(
+                "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                 SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
+                 WHERE op = 'u' AND fresh ORDER BY replica, table_name, key"
+            ),
+            &args,
+        );
+        db::run_with(
+            &format!(
+                "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                 SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
+                 WHERE op = 'u' AND NOT fresh ORDER BY replica, table_name, key \
+                 ON CONFLICT (replica, table_name, key) DO UPDATE \
+                 SET note = excluded.note, sent = excluded.sent, leaving = NULL"
+            ),
+            &args,
+        );
+        db::run_with(
+            &format!(
+                "UPDATE sync.held h SET leaving = c.sequence, note = c.note \
+                 FROM ({CARRIED}) AS c \
+                 WHERE c.op = 'd' AND h.replica = c.replica \
+                   AND h.table_name = c.table_name AND h.key = c.key"
+            ),
+            &args,
+        );
+    }
+}
+
+fn write_chains<'a>(epoch: &Epoch, members: impl Iterator<Item = &'a Member>) {
+    let mut id = Vec::new();
+    let mut last_sequence = Vec::new();
+    let mut last_nonce = Vec::new();
+    let mut snapshot_id = Vec::new();
+    let mut snapshot_sequence = Vec::new();
+    for member in members {
+        id.push(to_pg(member.replica));
+        last_sequence.push(member.previous as i64);
+        last_nonce.push(member.previous_nonce as i64);
+        snapshot_id.push(member.snapshot.map(to_pg));
+        snapshot_sequence.push(member.snapshot.and(member.first_sequence).map(|s| s as i64));
+    }
+    if id.is_empty() {
+        return;
+    }
+    db::run_with(
+        ADVANCE_CHAINS,
+        &[
+            to_pg(epoch.id).into(),
+            id.into(),
+            last_sequence.into(),
+            last_nonce.into(),
+            snapshot_id.into(),
+            snapshot_sequence.into(),
+        ],
+    );
 }

@@ -15,9 +15,11 @@ use crate::plan;
 use crate::record::{self, Epoch};
 use crate::seal;
 use crate::settings;
+use crate::steps::Steps;
 
-const MARK_NOTES_DONE: &str = "\
-    UPDATE sync.notes n SET done = true FROM sync_pass_notes p WHERE n.id = p.id";
+/// The notes planned are done with: what they asked for is recorded.
+const DELETE_PLANNED_NOTES: &str = "\
+    DELETE FROM sync.notes n USING sync_pass_notes p WHERE n.id = p.id";
 
 /// Bodies no message carries any more.
 const DROP_UNCARRIED_BODIES: &str = "\
@@ -25,10 +27,16 @@ const DROP_UNCARRIED_BODIES: &str = "\
 
 /// The pass's scratch tables, dropped as it ends (two passes may share a
 /// transaction, as tests do).
-const DROP_PASS_TABLES: &str = "\
-    DROP TABLE sync_pass_live, sync_pass_notes, sync_pass_changed, sync_pass_replicas, \
-        sync_pass_plan, sync_pass_rows, sync_pass_cohorts, sync_pass_cohort_rows, \
-        sync_pass_bodies, sync_pass_messages, sync_pass_refused, sync_pass_carried";
+fn drop_pass_tables() {
+    let mut tables = vec![
+        "sync_pass_live",
+        "sync_pass_rows",
+        "sync_pass_cohorts",
+        "sync_pass_representatives",
+    ];
+    tables.extend(plan::PASS_TABLES);
+    db::run(&format!("DROP TABLE IF EXISTS {}", tables.join(", ")));
+}
 
 /// A live replica whose chain is in another epoch than the current one
 /// cannot follow anything sent in it: it begins again with a snapshot.
@@ -70,17 +78,26 @@ fn begin_epoch() -> Epoch {
 /// `sync.relay()`, which gives it its transaction; answers what it did.
 #[pg_extern(volatile)]
 fn record_pass() -> pgrx::JsonB {
+    let mut steps = Steps::start();
     let epoch = current_epoch();
     let observed = observe::observe_replicas();
     db::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
+    steps.end("observe");
     let tables = catalog::declared_tables();
-    let notes = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()));
-    load::load(&tables);
+    let planned: Vec<plan::PlanTable> = tables.iter().map(plan::PlanTable::from_declared).collect();
+    let notes = plan::plan(&planned, i64::from(settings::NOTES_PER_PASS.get()));
+    steps.end("plan");
+    let cohorts = record::form_cohorts();
+    steps.end("cohorts");
+    load::load(&tables, cohorts);
+    steps.end("load");
     let recorded = record::record(&tables, &epoch, settings::limits());
-    db::run(MARK_NOTES_DONE);
+    steps.end("record");
+    db::run(DELETE_PLANNED_NOTES);
     db::run(DROP_UNCARRIED_BODIES);
-    db::run(DROP_PASS_TABLES);
-    pgrx::JsonB(json!({
+    drop_pass_tables();
+    steps.end("finish");
+    let mut summary = json!({
         "notes": notes,
         "became_live": observed.became_live,
         "forgotten": observed.forgotten,
@@ -88,5 +105,9 @@ fn record_pass() -> pgrx::JsonB {
         "messages": recorded.messages,
         "bodies": recorded.bodies,
         "too_large": recorded.too_large,
-    }))
+    });
+    if settings::PASS_TIMINGS.get() {
+        summary["took_ms"] = steps.into_json();
+    }
+    pgrx::JsonB(summary)
 }

@@ -7,6 +7,7 @@ use magic_sync_proto::limits::Limits;
 pub static MESSAGE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.rows as i32);
 pub static MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.bytes as i32);
 pub static NOTES_PER_PASS: GucSetting<i32> = GucSetting::<i32>::new(100_000);
+pub static PASS_TIMINGS: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 pub fn define() {
     GucRegistry::define_int_guc(
@@ -36,6 +37,14 @@ pub fn define() {
         &NOTES_PER_PASS,
         1,
         i32::MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"magic_sync.pass_timings",
+        c"Whether a relay pass's summary says how long each of its steps took.",
+        c"For finding what makes a pass slow; off by default, so a summary is the same every time.",
+        &PASS_TIMINGS,
         GucContext::Userset,
         GucFlags::default(),
     );

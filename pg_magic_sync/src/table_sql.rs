@@ -75,9 +75,9 @@ fn json_value(alias: &str, column: &str, ty: &str) -> String {
     }
 }
 
-/// The row of `alias` as a JSON object of its columns (`jsonb`).
+/// The row of `alias` as a JSON object of its columns (`json`).
 pub fn row_json(table: &Declared, alias: &str) -> String {
-    // jsonb_build_object takes at most 100 arguments: 50 columns at a time.
+    // json_build_object takes at most 100 arguments: 50 columns at a time.
     let chunks: Vec<String> = table
         .columns
         .iter()
@@ -89,13 +89,17 @@ pub fn row_json(table: &Declared, alias: &str) -> String {
                 .iter()
                 .map(|(c, ty)| format!("{}, {}", quote_literal(c), json_value(alias, c, ty)))
                 .collect();
-            format!("jsonb_build_object({})", args.join(", "))
+            format!("json_build_object({})", args.join(", "))
         })
         .collect();
-    if chunks.is_empty() {
-        "'{}'::jsonb".to_owned()
-    } else {
-        chunks.join(" || ")
+    match chunks.as_slice() {
+        [] => "'{}'::json".to_owned(),
+        [one] => one.clone(),
+        many => many
+            .iter()
+            .map(|c| format!("({c})::jsonb"))
+            .collect::<Vec<_>>()
+            .join(" || "),
     }
 }
 
@@ -163,7 +167,7 @@ mod tests {
     fn a_row_is_json_with_64_bit_integers_as_text_and_instants_in_utc() {
         assert_eq!(
             row_json(&products(), "t"),
-            "jsonb_build_object('id', t.\"id\", 'price_cents', (t.\"price_cents\")::text, \
+            "json_build_object('id', t.\"id\", 'price_cents', (t.\"price_cents\")::text, \
              'updated_at', to_char(t.\"updated_at\" AT TIME ZONE 'UTC', \
              'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))"
         );
@@ -177,7 +181,7 @@ mod tests {
             ..products()
         };
         assert_eq!(
-            row_json(&wide, "t").matches("jsonb_build_object(").count(),
+            row_json(&wide, "t").matches("json_build_object(").count(),
             3
         );
     }

@@ -78,7 +78,7 @@ mod tests {
         assert_eq!(end.snapshot_id, down.snapshot_id);
         assert_eq!(end.tables, vec!["products".to_owned()]);
         assert_eq!(count("SELECT count(*) FROM sync.held"), 4);
-        assert_eq!(count("SELECT count(*) FROM sync.notes WHERE NOT done"), 0);
+        assert_eq!(count("SELECT count(*) FROM sync.notes"), 0);
     }
 
     #[pg_test]

@@ -18,7 +18,7 @@ SELECT count(*) AS waiting FROM sync.outbox;
 INSERT INTO shop.registers VALUES ('00000000-0000-0000-0000-00000000000a');
 CALL sync.relay();
 SELECT kind, length(head) > 0 AS has_head FROM sync.outbox ORDER BY position;
-SELECT table_name, key, note > 0 AS noted FROM sync.held ORDER BY key;
+SELECT table_name, key, sent > 0 AS sent, leaving FROM sync.held ORDER BY key;
 
 -- The queue hands out its head until it is acknowledged by its id.
 SELECT (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a'))

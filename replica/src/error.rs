@@ -32,6 +32,11 @@ pub enum Error {
     #[error("connection: {0}")]
     Connection(String),
 
+    /// The engine's triggers are not exactly the ones the declared tables
+    /// need. The text names each table and prints the trigger it needs.
+    #[error("the engine's triggers: {0}")]
+    Triggers(String),
+
     /// The engine's own tables are missing or belong to another build.
     #[error("the engine's tables: {0}")]
     Schema(String),

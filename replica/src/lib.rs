@@ -20,25 +20,39 @@
 //! ```
 //!
 //! The modules, each named after what it does:
-//! - `declare`: the tables a device holds; `shape`: how SQLite has them;
-//! - `schema`: the engine's own tables; `pragmas`: the connection it needs;
+//! - `declare`: the tables a device holds; `codec`: how their rows travel;
+//!   `shape`: how SQLite has them; `links`: the foreign keys between them;
+//! - `schema`: the engine's own tables; `triggers`: the note and refusal
+//!   triggers; `pragmas`: the connection it needs; `key_sql`: keys as SQL;
 //! - `check`: whether a message is one a server sends; `chain`: where it
 //!   stands against the last applied; `receive`: the whole of taking one;
-//! - `apply`: a `Down`'s rows; `let_go`: deletes; `snapshot`: remembering
-//!   and sweeping; `row_json`: rows between JSON and SQLite;
+//! - `apply`: a `Down`'s rows; `let_go`: deletes, retiring, and letting
+//!   retired rows go; `snapshot`: remembering and sweeping; `faults`: the
+//!   rows at fault when the commit is refused; `row_json`: values;
 //! - `reject`: rows not taken; `outcome`: what became of each row;
-//! - `state`: the replica's place in the chain; `upload`: the `Up`.
+//! - `state`: the replica's place in the chain; `notes`: its own writes;
+//!   `upload`: the `Up`; `digest`: fingerprints; `backlog`: what waits;
+//! - `queue` (feature `pg-queue`): the client of the server's queue.
 
 pub use magic_sync_proto as proto;
 
 mod apply;
+mod backlog;
 mod chain;
 pub mod check;
+mod codec;
 mod declare;
+mod digest;
 mod error;
+mod faults;
+mod key_sql;
 mod let_go;
+mod links;
+mod notes;
 mod outcome;
 mod pragmas;
+#[cfg(feature = "pg-queue")]
+pub mod queue;
 mod receive;
 mod reject;
 mod row_json;
@@ -47,36 +61,60 @@ mod shape;
 mod snapshot;
 mod sql;
 mod state;
+mod triggers;
 mod upload;
 
+pub use backlog::TableBacklog;
 pub use check::Malformed;
-pub use declare::{Mirror, Table, Tables};
+pub use codec::{Codec, Field, Kind};
+pub use declare::{Apply, Lane, Mirror, Table, Tables};
 pub use error::Error;
 pub use outcome::{AppliedTable, Rejected};
 pub use receive::Received;
 pub use schema::{install, SCHEMA_VERSION};
-pub use upload::Upload;
+pub use triggers::{check as check_triggers, triggers};
+pub use upload::{Narrowed, Refusal, Upload};
+
+use std::time::Duration;
 
 use magic_sync_proto::limits::Limits;
 use rusqlite::Connection;
 use uuid::Uuid;
 
+use crate::links::Link;
 use crate::shape::Shape;
 
 /// How the replica runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// The most one message carries: the server's limits, or more.
+    /// The most one message carries: the server's limits, or more. Every
+    /// Up is kept within them too.
     pub limits: Limits,
-    /// The lane an `Up` saying where the replica stands goes on (its first).
-    pub first_lane: String,
+    /// The lanes Ups go on; the first carries every table no other names,
+    /// and everything the engine says (what it applied, rejections,
+    /// digests, the backlog). One lane, `main`, unless said.
+    pub lanes: Vec<Lane>,
+    /// How often digests are said (hourly unless said).
+    pub digests_every: Duration,
+    /// An upload the transport took and the server has not answered goes
+    /// again after this long.
+    pub resend_after: Duration,
+    /// A backlog that changed (and did not empty) is said at most this
+    /// often...
+    pub backlog_every: Duration,
+    /// ...and one that is not empty is said again this often.
+    pub backlog_again: Duration,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
         Settings {
             limits: Limits::DEFAULT,
-            first_lane: "main".to_owned(),
+            lanes: vec![Lane::new("main", &[])],
+            digests_every: Duration::from_secs(60 * 60),
+            resend_after: Duration::from_secs(5 * 60),
+            backlog_every: Duration::from_secs(60),
+            backlog_again: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -100,15 +138,24 @@ pub struct Replica {
     conn: Connection,
     tables: Tables,
     shapes: Vec<Shape>,
+    links: Vec<Link>,
+    /// Indices into `shapes` of the tables that go up, parents first.
+    up_order: Vec<usize>,
     me: Uuid,
     settings: Settings,
 }
 
 impl Replica {
     /// Opens the replica on a connection whose database has the engine's
-    /// tables (see [`install`]). Refuses a connection set up so that it could
-    /// lose or half-apply a message, and tables that do not match their
-    /// declaration.
+    /// tables and triggers (see [`install`]). Refuses a connection set up
+    /// so that it could lose or half-apply a message, tables that do not
+    /// match their declaration, triggers that are not exactly the engine's,
+    /// lanes that do not place every table that goes up on one lane, and a
+    /// database that belongs to another replica.
+    ///
+    /// From then on the database knows `me`: its triggers refuse what the
+    /// replica must not write. Rows set aside by an earlier run are tried
+    /// again.
     pub fn open(
         conn: Connection,
         tables: Tables,
@@ -118,31 +165,107 @@ impl Replica {
         pragmas::check(&conn)?;
         schema::check_installed(&conn)?;
         let shapes = shape::read_all(&conn, &tables)?;
+        triggers::check_shapes(&conn, &shapes)?;
+        let lanes = lanes(&settings, &shapes)?;
+        let links = links::read(&conn)?;
+        let up_order = up_order(&shapes, &links);
+        remember_who(&conn, &tables, me, &lanes)?;
         Ok(Replica {
             conn,
             tables,
             shapes,
+            links,
+            up_order,
             me,
             settings,
         })
+    }
+
+    /// Opens a replica from what its database recorded: the declarations
+    /// and lanes of the program that last opened it, and its id. For tools
+    /// that look after a device without its program's code.
+    pub fn open_recorded(conn: Connection, mut settings: Settings) -> Result<Replica, Error> {
+        schema::check_installed(&conn)?;
+        let (tables, lanes) = schema::recorded_declarations(&conn)?;
+        let me = state::me(&conn)?;
+        let me = Uuid::try_parse(&me).map_err(|_| {
+            Error::Schema("no program opened this replica knowing its id yet".to_owned())
+        })?;
+        let mut named: Vec<Lane> = Vec::new();
+        for (table, lane) in lanes {
+            match named.iter_mut().find(|l| l.name == lane) {
+                Some(l) => l.tables.push(table),
+                None => named.push(Lane {
+                    name: lane,
+                    tables: vec![table],
+                }),
+            }
+        }
+        let first = named.first().map(|l| l.name.clone());
+        settings.lanes = named;
+        if settings.lanes.is_empty() || first.is_none() {
+            settings.lanes = vec![Lane::new("main", &[])];
+        }
+        Replica::open(conn, tables, me, settings)
     }
 
     /// Takes one message the transport delivered. `Ok`: it is committed (or
     /// changed nothing); acknowledge it. `Err`: do not acknowledge it; it
     /// will be delivered again.
     pub fn receive(&mut self, bytes: &[u8]) -> Result<Received, Error> {
-        receive::receive(&self.conn, &self.shapes, &self.settings.limits, bytes)
+        receive::receive(
+            &receive::Replicating {
+                conn: &self.conn,
+                shapes: &self.shapes,
+                links: &self.links,
+                limits: &self.settings.limits,
+            },
+            bytes,
+        )
     }
 
-    /// An `Up` to send, when there is something the server has not heard:
-    /// a message applied or delivered again, a wider gap, a rejection.
+    fn uploading(&self) -> upload::Uploading<'_> {
+        upload::Uploading {
+            conn: &self.conn,
+            shapes: &self.shapes,
+            order: &self.up_order,
+            settings: &self.settings,
+        }
+    }
+
+    /// The next `Up` to send, on any lane (the first lane first), when
+    /// there is something the server has not heard: rows written, a
+    /// message applied or delivered again, a wider gap, a rejection,
+    /// digests or a backlog due. Call [`sent`](Replica::sent) or
+    /// [`refused`](Replica::refused) with it before asking for the next
+    /// one of its lane.
     pub fn next_up(&mut self) -> Result<Option<Upload>, Error> {
-        upload::next(&self.conn, &self.settings.limits, &self.settings.first_lane)
+        upload::next(&self.uploading(), None)
+    }
+
+    /// The next `Up` of one lane.
+    pub fn next_up_on(&mut self, lane: &str) -> Result<Option<Upload>, Error> {
+        if !self.settings.lanes.iter().any(|l| l.name == lane) {
+            return Err(Error::declaration(format!("no lane `{lane}`")));
+        }
+        upload::next(&self.uploading(), Some(lane))
     }
 
     /// The transport took this `Up`.
     pub fn sent(&mut self, upload: &Upload) -> Result<(), Error> {
         upload::sent(&self.conn, upload)
+    }
+
+    /// The transport refused this `Up`: for now (its rows go again), or
+    /// for good (it is narrowed down to the row at fault).
+    pub fn refused(&mut self, upload: &Upload, refusal: Refusal) -> Result<Narrowed, Error> {
+        upload::refused(&self.conn, upload, refusal)
+    }
+
+    /// Per table that goes up: rows not sent yet, sent and not filed, and
+    /// set aside.
+    pub fn progress(&self) -> Result<Vec<TableBacklog>, Error> {
+        Ok(upload::progress(&self.uploading())?)
     }
 
     /// Where the replica stands.
@@ -158,8 +281,9 @@ impl Replica {
         })
     }
 
-    /// The database, to read what the replica holds. Write through it only
-    /// to tables of the replica's own.
+    /// The database, to read what the replica holds and write its own
+    /// tables: the triggers note those writes, and refuse the ones the
+    /// replica must not make.
     pub fn connection(&self) -> &Connection {
         &self.conn
     }
@@ -181,4 +305,107 @@ impl Replica {
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
+}
+
+/// Each table that goes up on exactly one lane: (table, lane) for those a
+/// lane names.
+fn lanes(settings: &Settings, shapes: &[Shape]) -> Result<Vec<(String, String)>, Error> {
+    let mut problems = Vec::new();
+    let mut placed: Vec<(String, String)> = Vec::new();
+    if settings.lanes.is_empty() {
+        problems.push("no lane: an Up needs one".to_owned());
+    }
+    for (i, lane) in settings.lanes.iter().enumerate() {
+        if settings.lanes[..i].iter().any(|l| l.name == lane.name) {
+            problems.push(format!("lane `{}` is named twice", lane.name));
+        }
+        for table in &lane.tables {
+            match shapes.iter().find(|s| &s.name == table) {
+                None => problems.push(format!(
+                    "lane `{}` names table `{table}`, which is not declared",
+                    lane.name
+                )),
+                Some(s) if !s.mirror.goes_up() => problems.push(format!(
+                    "lane `{}` names table `{table}`, which does not go up",
+                    lane.name
+                )),
+                Some(_) => {}
+            }
+            if let Some((_, other)) = placed.iter().find(|(t, _)| t == table) {
+                problems.push(format!(
+                    "table `{table}` is on two lanes, `{other}` and `{}`",
+                    lane.name
+                ));
+            } else {
+                placed.push((table.clone(), lane.name.clone()));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(placed)
+    } else {
+        Err(Error::declaration(problems.join("; ")))
+    }
+}
+
+/// The tables that go up, parents before the tables that point at them
+/// (by their foreign keys), in declaration order where nothing says.
+fn up_order(shapes: &[Shape], links: &[Link]) -> Vec<usize> {
+    let up: Vec<usize> = (0..shapes.len())
+        .filter(|&i| shapes[i].mirror.goes_up())
+        .collect();
+    let mut order = Vec::new();
+    let mut left = up.clone();
+    while !left.is_empty() {
+        let ready = left.iter().position(|&i| {
+            !left.iter().any(|&j| {
+                j != i
+                    && links.iter().any(|l| {
+                        l.child.eq_ignore_ascii_case(&shapes[i].name)
+                            && l.parent.eq_ignore_ascii_case(&shapes[j].name)
+                    })
+            })
+        });
+        // A cycle: declaration order decides.
+        let at = ready.unwrap_or(0);
+        order.push(left.remove(at));
+    }
+    order
+}
+
+/// Keeps the replica's id in its database (refusing one that belongs to
+/// another replica), and the declarations it was opened with.
+fn remember_who(
+    conn: &Connection,
+    tables: &Tables,
+    me: Uuid,
+    lanes: &[(String, String)],
+) -> Result<(), Error> {
+    let mine = me.hyphenated().to_string();
+    let known = state::me(conn)?;
+    if !known.is_empty() && known != mine {
+        return Err(Error::Schema(format!(
+            "this database belongs to replica {known}, not {mine}"
+        )));
+    }
+    let (recorded, recorded_lanes) = schema::recorded_declarations(conn)?;
+    let set_aside: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sync_notes WHERE set_aside IS NOT NULL)
+             OR EXISTS (SELECT 1 FROM sync_narrowing)",
+        [],
+        |r| r.get(0),
+    )?;
+    if known.is_empty() || &recorded != tables || recorded_lanes != lanes || set_aside {
+        let tx = sql::Transaction::begin(conn)?;
+        state::set_me(conn, &mine)?;
+        schema::record_declarations(conn, tables, lanes)?;
+        // A run of a build that may send them: rows set aside go again.
+        conn.execute(
+            "UPDATE sync_notes SET set_aside = NULL, pending = 1 WHERE set_aside IS NOT NULL",
+            [],
+        )?;
+        conn.execute("DELETE FROM sync_narrowing", [])?;
+        tx.commit()?;
+    }
+    Ok(())
 }

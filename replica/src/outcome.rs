@@ -28,6 +28,8 @@ pub struct Rejected {
     pub table: String,
     pub key: String,
     pub reason: String,
+    /// A row of the replica's own it holds back (nothing is at fault).
+    pub held_back: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -39,12 +41,13 @@ enum Fate {
     Rejected {
         reason: String,
         parts: Option<Vec<KeyPart>>,
+        held_back: bool,
     },
 }
 
 /// The fate of every row a message named, the last one for a row named
 /// twice (a later row is the one).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Outcome {
     order: Vec<(String, String)>,
     fates: HashMap<(String, String), Fate>,
@@ -75,7 +78,30 @@ impl Outcome {
     ) {
         let reason = reason.into();
         log::info!("rejected {table} {key}: {reason}");
-        self.set(table, key, Fate::Rejected { reason, parts });
+        self.set(
+            table,
+            key,
+            Fate::Rejected {
+                reason,
+                parts,
+                held_back: false,
+            },
+        );
+    }
+
+    /// A row of the replica's own whose delete the server has not filed:
+    /// not taken, and said held back.
+    pub(crate) fn held_back(&mut self, table: &str, key: &str) {
+        log::info!("held back {table} {key}: its delete is not filed yet");
+        self.set(
+            table,
+            key,
+            Fate::Rejected {
+                reason: "the replica deleted this row of its own, and the server has not filed the delete yet".into(),
+                parts: None,
+                held_back: true,
+            },
+        );
     }
 
     /// Records the rejections and forgets those of rows now taken or let go
@@ -86,11 +112,19 @@ impl Outcome {
         shapes: &[Shape],
         head: &Head<'_>,
     ) -> rusqlite::Result<()> {
+        // Nearly always there is no rejection to forget: then no row is
+        // looked up for one.
+        let any_kept = reject::any(conn)?;
         for id in &self.order {
             let (table, key) = id;
             match &self.fates[id] {
+                Fate::Taken | Fate::LetGo if !any_kept => {}
                 Fate::Taken | Fate::LetGo => reject::forget(conn, table, key)?,
-                Fate::Rejected { reason, parts } => {
+                Fate::Rejected {
+                    reason,
+                    parts,
+                    held_back,
+                } => {
                     let holds_copy = match (parts, shapes.iter().find(|s| &s.name == table)) {
                         (Some(parts), Some(shape)) => holds(conn, shape, parts)?,
                         _ => false,
@@ -104,6 +138,7 @@ impl Outcome {
                             epoch: head.epoch,
                             sequence: head.sequence,
                             holds_copy,
+                            held_back: *held_back,
                         },
                     )?;
                 }
@@ -127,10 +162,13 @@ impl Outcome {
                         keys: vec![key.clone()],
                     }),
                 },
-                Fate::Rejected { reason, .. } => rejected.push(Rejected {
+                Fate::Rejected {
+                    reason, held_back, ..
+                } => rejected.push(Rejected {
                     table: table.clone(),
                     key: key.clone(),
                     reason: reject::cut(reason),
+                    held_back: *held_back,
                 }),
             }
         }

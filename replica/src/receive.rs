@@ -6,13 +6,18 @@ use magic_sync_proto::wire::{to_replica::Body, Down, EndSnapshot};
 use magic_sync_proto::PROTOCOL;
 use rusqlite::Connection;
 
+use std::cell::RefCell;
+
 use crate::apply::{self, Context, Plan, Spot, Stop};
 use crate::chain::{self, Step};
 use crate::check::{self, Head, Malformed, Objection};
+use crate::faults::Tracker;
+use crate::let_go::{self, World};
+use crate::links::Link;
 use crate::outcome::{AppliedTable, Outcome, Rejected};
 use crate::shape::Shape;
 use crate::sql::{is_storage_failure, Transaction};
-use crate::{snapshot, state, Error};
+use crate::{notes, snapshot, state, Error};
 
 /// What the replica made of a message. Every one of these has been
 /// committed (or changed nothing): acknowledge the message to the
@@ -51,17 +56,30 @@ fn malformed(m: Malformed) -> Received {
     Received::Malformed(m)
 }
 
-pub(crate) fn receive(
-    conn: &Connection,
-    shapes: &[Shape],
-    limits: &Limits,
-    bytes: &[u8],
-) -> Result<Received, Error> {
+/// What receiving needs of the replica.
+pub(crate) struct Replicating<'a> {
+    pub conn: &'a Connection,
+    pub shapes: &'a [Shape],
+    pub links: &'a [Link],
+    pub limits: &'a Limits,
+}
+
+impl Replicating<'_> {
+    fn world(&self) -> World<'_> {
+        World {
+            conn: self.conn,
+            shapes: self.shapes,
+            links: self.links,
+        }
+    }
+}
+
+pub(crate) fn receive(r: &Replicating<'_>, bytes: &[u8]) -> Result<Received, Error> {
     let message = match check::decode(bytes) {
         Ok(message) => message,
         Err(m) => return Ok(malformed(m)),
     };
-    let body = match check::message(&message, limits) {
+    let body = match check::message(&message, r.limits) {
         Ok(body) => body,
         Err(Objection::Malformed(m)) => return Ok(malformed(m)),
         Err(Objection::LaterProtocol(theirs)) => {
@@ -71,13 +89,46 @@ pub(crate) fn receive(
             })
         }
     };
-    match body {
-        // Nothing to forget yet: the replica sends no rows of its own.
-        Body::Filed(filed) => Ok(Received::Filed {
-            uploads: filed.uploads.clone(),
-        }),
-        Body::Down(down) => chained(conn, shapes, Chained::Down(down)),
-        Body::EndSnapshot(end) => chained(conn, shapes, Chained::End(end)),
+    let received = match body {
+        Body::Filed(filed) => {
+            let tx = Transaction::begin(r.conn)?;
+            let forgotten = notes::filed(r.conn, &filed.uploads)?;
+            tx.commit()?;
+            log::debug!("filed {:?}: {forgotten} notes forgotten", filed.uploads);
+            Received::Filed {
+                uploads: filed.uploads.clone(),
+            }
+        }
+        Body::Down(down) => chained(r, Chained::Down(down))?,
+        Body::EndSnapshot(end) => chained(r, Chained::End(end))?,
+    };
+    if matches!(
+        received,
+        Received::Applied { .. } | Received::Ended { .. } | Received::Filed { .. }
+    ) {
+        release_retired(r);
+    }
+    Ok(received)
+}
+
+/// After a message, apart from it: retired rows nothing keeps are let go
+/// of. A failure here holds back no message; it is tried after the next.
+fn release_retired(r: &Replicating<'_>) {
+    // Most messages retire nothing: no transaction of their own then.
+    match state::retired_rows(r.conn) {
+        Ok(false) => return,
+        Ok(true) => {}
+        Err(e) => log::warn!("could not tell whether rows are retired: {e}"),
+    }
+    let released = (|| -> rusqlite::Result<()> {
+        let tx = Transaction::begin(r.conn)?;
+        state::engine_writing(r.conn, true)?;
+        let_go::release(&r.world())?;
+        state::engine_writing(r.conn, false)?;
+        tx.commit()
+    })();
+    if let Err(e) = released {
+        log::warn!("letting go of retired rows failed, and is tried after the next message: {e}");
     }
 }
 
@@ -101,9 +152,11 @@ impl<'m> Chained<'m> {
 /// a row ends the transaction from inside (a trigger's RAISE(ROLLBACK)), or
 /// the database refuses the commit: each time with what it learnt, so a
 /// message always applies in the end unless the database itself fails.
-fn chained(conn: &Connection, shapes: &[Shape], message: Chained<'_>) -> Result<Received, Error> {
+fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error> {
+    let conn = r.conn;
     let head = message.head();
     let mut plan = Plan::default();
+    let mut searched = false;
     loop {
         let tx = Transaction::begin(conn)?;
         let state = state::read(conn)?;
@@ -129,13 +182,17 @@ fn chained(conn: &Connection, shapes: &[Shape], message: Chained<'_>) -> Result<
             Step::Malformed(m) => return Ok(malformed(m)),
             Step::Begins => {
                 state::begin_snapshot(conn, &head)?;
+                notes::restate_settings(conn, r.shapes)?;
                 true
             }
             Step::Follows => false,
         };
+        state::engine_writing(conn, true)?;
+        let tracker = RefCell::new(Tracker::default());
         let ctx = Context {
             conn,
-            shapes,
+            shapes: r.shapes,
+            links: r.links,
             head,
             in_snapshot: if begins {
                 !head.snapshot_id.is_empty()
@@ -148,6 +205,7 @@ fn chained(conn: &Connection, shapes: &[Shape], message: Chained<'_>) -> Result<
                 state.snapshot_began
             },
             plan: &plan,
+            tracker: &tracker,
         };
         let outcome = match apply_body(&ctx, message) {
             Ok(outcome) => outcome,
@@ -157,9 +215,27 @@ fn chained(conn: &Connection, shapes: &[Shape], message: Chained<'_>) -> Result<
                 learn(&mut plan, spot, why)?;
                 continue;
             }
+            Err(Stop::Careful) => {
+                unreachable!("a part that fails straight through is applied again carefully")
+            }
         };
-        outcome.write(conn, shapes, &head)?;
+        if plan.find_faults {
+            let faults = tracker.borrow().faults(conn, r.links)?;
+            if !faults.is_empty() {
+                drop(tx);
+                log::warn!(
+                    "message {}: {} rows at fault for the refused commit, rejected before they are tried",
+                    head.sequence,
+                    faults.len()
+                );
+                plan.find_faults = false;
+                plan.skip.extend(faults);
+                continue;
+            }
+        }
+        outcome.write(conn, r.shapes, &head)?;
         state::applied(conn, &head)?;
+        state::engine_writing(conn, false)?;
         match tx.commit() {
             Ok(()) => return Ok(report(message, &outcome)),
             Err(e) if is_storage_failure(&e) || plan.reject_all.is_some() => {
@@ -170,7 +246,17 @@ fn chained(conn: &Connection, shapes: &[Shape], message: Chained<'_>) -> Result<
                     "the database refused to commit message {}: {e}",
                     head.sequence
                 );
-                plan.reject_all = Some(format!("the database refused the message as a whole: {e}"));
+                if searched {
+                    // Found rows rejected, and still refused: nothing a row
+                    // explains. Every row is rejected, so the rest stands.
+                    plan.find_faults = false;
+                    plan.reject_all =
+                        Some(format!("the database refused the message as a whole: {e}"));
+                } else {
+                    searched = true;
+                    plan.find_faults = true;
+                    plan.careful = true;
+                }
             }
         }
     }
@@ -190,6 +276,7 @@ fn apply_body(ctx: &Context<'_>, message: Chained<'_>) -> Result<Outcome, Stop> 
 /// Remembers what ended the transaction, so the next try does it otherwise.
 fn learn(plan: &mut Plan, spot: Spot, why: String) -> Result<(), Error> {
     log::warn!("{spot:?} ended the transaction ({why}): applying the message again without it");
+    plan.careful = true;
     let known = match spot {
         Spot::Deletes { .. } | Spot::Sweep { .. } => !plan.one_at_a_time.insert(spot),
         row => plan

@@ -28,6 +28,8 @@ pub(crate) struct NewRejection<'a> {
     pub epoch: &'a str,
     pub sequence: u64,
     pub holds_copy: bool,
+    /// A row of the replica's own it holds back: nothing is at fault.
+    pub held_back: bool,
 }
 
 /// Keeps a rejection; it replaces one of the same row, under a new id, so
@@ -35,8 +37,8 @@ pub(crate) struct NewRejection<'a> {
 pub(crate) fn record(conn: &Connection, r: &NewRejection<'_>) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO sync_rejections
-             (table_name, key, reason, epoch, sequence, holds_copy)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             (table_name, key, reason, epoch, sequence, holds_copy, held_back)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         r.table,
@@ -44,9 +46,16 @@ pub(crate) fn record(conn: &Connection, r: &NewRejection<'_>) -> rusqlite::Resul
         cut(r.reason),
         r.epoch,
         r.sequence as i64,
-        r.holds_copy
+        r.holds_copy,
+        r.held_back
     ])?;
     Ok(())
+}
+
+/// Whether any rejection is kept.
+pub(crate) fn any(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM sync_rejections)")?
+        .query_row([], |row| row.get(0))
 }
 
 /// The replica took the row, or let go of it: its rejection no longer holds.

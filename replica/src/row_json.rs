@@ -19,9 +19,10 @@
 use magic_sync_proto::json::{self as wire_json, ValueError};
 use magic_sync_proto::key::{self, KeyPart, KeyType};
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use serde_json::{Map, Value as JsonValue};
+use serde_json::Value as JsonValue;
 use uuid::Uuid;
 
+use crate::codec::Cell;
 use crate::shape::{ColumnKind, Shape};
 
 /// One JSON value as the SQLite value a column of this kind stores.
@@ -46,7 +47,6 @@ pub(crate) fn to_sql(kind: ColumnKind, value: &JsonValue) -> Result<SqlValue, Va
 }
 
 /// One SQLite value as JSON, for a column of this kind (rows going up).
-#[allow(dead_code)] // used once the replica's own writes go up
 pub(crate) fn to_json(kind: ColumnKind, value: ValueRef<'_>) -> JsonValue {
     match value {
         ValueRef::Null => JsonValue::Null,
@@ -63,16 +63,22 @@ pub(crate) fn to_json(kind: ColumnKind, value: ValueRef<'_>) -> JsonValue {
     }
 }
 
-/// A whole row as a JSON object of its columns (rows going up).
-#[allow(dead_code)] // used once the replica's own writes go up
-pub(crate) fn row_to_json(shape: &Shape, values: &[ValueRef<'_>]) -> JsonValue {
-    let members: Map<String, JsonValue> = shape
-        .columns
-        .iter()
-        .zip(values)
-        .map(|(column, value)| (column.name.clone(), to_json(column.kind, *value)))
-        .collect();
-    JsonValue::Object(members)
+/// A codec's cell as the SQLite value a column of this kind stores.
+pub(crate) fn cell_to_sql(kind: ColumnKind, cell: &Cell) -> Result<SqlValue, String> {
+    match cell {
+        Cell::Json(value) => to_sql(kind, value).map_err(|e| e.to_string()),
+        Cell::Bytes(bytes) => Ok(SqlValue::Blob(bytes.clone())),
+    }
+}
+
+/// A stored value as the cell a codec writes for this column: raw bytes
+/// for a protobuf `bytes` field, JSON otherwise.
+pub(crate) fn cell_of_sql(kind: ColumnKind, raw_bytes: bool, value: ValueRef<'_>) -> Cell {
+    match value {
+        ValueRef::Blob(b) if raw_bytes => Cell::Bytes(b.to_vec()),
+        ValueRef::Text(t) if raw_bytes => Cell::Bytes(t.to_vec()),
+        other => Cell::Json(to_json(kind, other)),
+    }
 }
 
 fn read_real(value: &JsonValue) -> Result<f64, ValueError> {
@@ -104,29 +110,13 @@ fn not_a(value: &JsonValue, expected: &'static str) -> ValueError {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 // ---------------------------------------------------------------------------
 // Keys
 // ---------------------------------------------------------------------------
-
-/// A row's own key, read from its JSON members, in the key text form.
-pub(crate) fn key_of_json(shape: &Shape, row: &Map<String, JsonValue>) -> Result<String, String> {
-    let mut parts = Vec::with_capacity(shape.key.len());
-    for (column, ty) in shape.key_columns().zip(&shape.key_types) {
-        let value = member(row, &column.name)
-            .ok_or_else(|| format!("the row has no key column `{}`", column.name))?;
-        let part = match ty {
-            KeyType::Integer => wire_json::read_int64(value).map(KeyPart::Integer),
-            KeyType::Uuid => wire_json::read_uuid(value).map(KeyPart::Uuid),
-        }
-        .map_err(|e| format!("key column `{}`: {e}", column.name))?;
-        parts.push(part);
-    }
-    Ok(key::join(&parts))
-}
 
 /// A stored row's key, in the key text form, from its key columns' values;
 /// `None` when they are not a key of the table's types (a row the server
@@ -167,16 +157,6 @@ pub(crate) fn key_to_sql(shape: &Shape, parts: &[KeyPart]) -> Vec<SqlValue> {
             KeyPart::Uuid(u) => SqlValue::Text(u.hyphenated().to_string()),
         })
         .collect()
-}
-
-/// A JSON member by column name: the exact name first, then any spelling
-/// SQLite would take for the same column.
-pub(crate) fn member<'r>(row: &'r Map<String, JsonValue>, column: &str) -> Option<&'r JsonValue> {
-    row.get(column).or_else(|| {
-        row.iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(column))
-            .map(|(_, value)| value)
-    })
 }
 
 #[cfg(test)]

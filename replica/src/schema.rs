@@ -4,13 +4,16 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::declare::Tables;
+use crate::declare::{Table, Tables};
 use crate::sql::Transaction;
-use crate::{shape, Error};
+use crate::{shape, triggers, Error};
 
 /// Each step brings the engine's tables from the version before it to its
 /// own (the first, from nothing to 1).
-const STEPS: &[&str] = &[include_str!("schema/001_skeleton.sql")];
+const STEPS: &[&str] = &[
+    include_str!("schema/001_skeleton.sql"),
+    include_str!("schema/002_complete.sql"),
+];
 
 /// The version of the engine's tables this build works with.
 pub const SCHEMA_VERSION: i64 = STEPS.len() as i64;
@@ -21,11 +24,13 @@ const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS sync_schema (
 )";
 
 /// Creates the engine's tables, or brings them up to this build's version,
-/// in one transaction. Safe to call on every start: what is there already is
-/// left as it is. The declared tables are checked first, so a declaration
-/// that does not match the database installs nothing.
+/// and the triggers the declared tables need, in one transaction. Safe to
+/// call on every start: what is there already is left as it is, and the
+/// triggers are written again as this build needs them. The declared
+/// tables are checked first, so a declaration that does not match the
+/// database installs nothing.
 pub fn install(conn: &mut Connection, tables: &Tables) -> Result<(), Error> {
-    shape::read_all(conn, tables)?;
+    let shapes = shape::read_all(conn, tables)?;
     let tx = Transaction::begin(conn)?;
     conn.execute_batch(VERSION_TABLE)?;
     let found = installed_version(conn)?.unwrap_or(0);
@@ -41,8 +46,61 @@ pub fn install(conn: &mut Connection, tables: &Tables) -> Result<(), Error> {
          ON CONFLICT (id) DO UPDATE SET version = excluded.version",
         [SCHEMA_VERSION],
     )?;
+    triggers::replace(conn, &shapes)?;
+    record_declarations(conn, tables, &[])?;
     tx.commit()?;
     Ok(())
+}
+
+/// Keeps the declarations (and each table's lane) in the database, so a
+/// tool can open the replica without the device program's code.
+pub(crate) fn record_declarations(
+    conn: &Connection,
+    tables: &Tables,
+    lanes: &[(String, String)],
+) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM sync_declarations", [])?;
+    let mut insert = conn.prepare(
+        "INSERT INTO sync_declarations (position, name, declaration, lane) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (position, table) in tables.iter().enumerate() {
+        let lane = lanes
+            .iter()
+            .find(|(t, _)| t == &table.name)
+            .map(|(_, lane)| lane.as_str())
+            .unwrap_or("");
+        insert.execute(rusqlite::params![
+            position as i64,
+            table.name,
+            table.to_json().to_string(),
+            lane
+        ])?;
+    }
+    Ok(())
+}
+
+/// The declarations (and lanes) kept in the database, as the program that
+/// installed or last opened it gave them.
+pub(crate) fn recorded_declarations(
+    conn: &Connection,
+) -> Result<(Tables, Vec<(String, String)>), Error> {
+    let mut statement =
+        conn.prepare("SELECT declaration, name, lane FROM sync_declarations ORDER BY position")?;
+    let rows: Vec<(String, String, String)> = statement
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut list = Vec::new();
+    let mut lanes = Vec::new();
+    for (json, name, lane) in rows {
+        let value: serde_json::Value = serde_json::from_str(&json).map_err(|e| {
+            Error::Schema(format!("the declaration of `{name}` does not read: {e}"))
+        })?;
+        list.push(Table::from_json(&value).map_err(Error::Schema)?);
+        if !lane.is_empty() {
+            lanes.push((name, lane));
+        }
+    }
+    Ok((Tables::new(list), lanes))
 }
 
 /// Refuses a database whose engine tables are not this build's.

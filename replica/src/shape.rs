@@ -9,7 +9,8 @@ use std::collections::{HashMap, HashSet};
 use magic_sync_proto::key::KeyType;
 use rusqlite::Connection;
 
-use crate::declare::{Mirror, Table, Tables};
+use crate::codec::Codec;
+use crate::declare::{Apply, Mirror, Table, Tables};
 use crate::sql::quote;
 use crate::Error;
 
@@ -70,12 +71,30 @@ pub(crate) struct Shape {
     pub key: Vec<usize>,
     pub key_types: Vec<KeyType>,
     pub retired: Option<usize>,
+    pub origin: Option<usize>,
+    pub version: Option<usize>,
+    pub created: Option<usize>,
+    /// The columns of a two-way table the replica owns.
+    pub owned: Vec<usize>,
+    // Kept for carrying out wishes (protocol §4.5), which a later build does.
+    #[allow(dead_code)]
+    pub desired: Vec<usize>,
+    #[allow(dead_code)]
+    pub apply: Apply,
+    pub codec: Codec,
+    /// A record without a version: written once.
+    pub history: bool,
     /// Lowercased column name to index: SQLite's names are case-blind.
     by_name: HashMap<String, usize>,
 }
 
 impl Shape {
     pub(crate) fn column(&self, name: &str) -> Option<usize> {
+        // Rows nearly always name columns as the table does: no new text
+        // is made for those.
+        if let Some(i) = self.columns.iter().position(|c| c.name == name) {
+            return Some(i);
+        }
         self.by_name.get(&name.to_ascii_lowercase()).copied()
     }
 
@@ -103,6 +122,23 @@ impl Shape {
             .collect::<Vec<_>>()
             .join(" AND ")
     }
+
+    /// The columns that go up: every one of a record or setting, and the
+    /// key and the replica's own of a two-way table (only its edits go up).
+    pub(crate) fn columns_up(&self) -> Vec<usize> {
+        let mut up: Vec<usize> = match self.mirror {
+            Mirror::Both => self.key.iter().chain(&self.owned).copied().collect(),
+            _ => (0..self.columns.len()).collect(),
+        };
+        if let Some(carried) = self.codec.columns() {
+            up.retain(|&i| {
+                carried
+                    .iter()
+                    .any(|c| c.eq_ignore_ascii_case(&self.columns[i].name))
+            });
+        }
+        up
+    }
 }
 
 /// Reads every declared table's shape, or refuses naming every problem.
@@ -113,6 +149,11 @@ pub(crate) fn read_all(conn: &Connection, tables: &Tables) -> Result<Vec<Shape>,
     for table in tables.iter() {
         if !seen.insert(table.name.to_ascii_lowercase()) {
             problems.push(format!("table `{}` is declared twice", table.name));
+            continue;
+        }
+        let mut own = table.problems();
+        if !own.is_empty() {
+            problems.append(&mut own);
             continue;
         }
         match read_one(conn, table)? {
@@ -130,17 +171,6 @@ pub(crate) fn read_all(conn: &Connection, tables: &Tables) -> Result<Vec<Shape>,
 /// The shape of one table, or the problems with its declaration.
 fn read_one(conn: &Connection, table: &Table) -> Result<Result<Shape, Vec<String>>, Error> {
     let name = &table.name;
-    if name.to_ascii_lowercase().starts_with("sync_") {
-        return Ok(Err(vec![format!(
-            "table `{name}`: names beginning sync_ are the engine's own"
-        )]));
-    }
-    if !table.mirror.supported() {
-        return Ok(Err(vec![format!(
-            "table `{name}`: mirror `{}` is not supported yet",
-            table.mirror.name()
-        )]));
-    }
     if !table_exists(conn, name)? {
         return Ok(Err(vec![format!(
             "table `{name}` does not exist in the database"
@@ -165,9 +195,7 @@ fn read_one(conn: &Connection, table: &Table) -> Result<Result<Shape, Vec<String
                     None => problems.push(format!("table `{name}` has no key column `{column}`")),
                 }
             }
-            if declared.is_empty() {
-                problems.push(format!("table `{name}`: the declared key has no columns"));
-            } else if problems.is_empty()
+            if problems.is_empty()
                 && key != primary_key
                 && !has_unique_index(conn, name, &key, &columns)?
             {
@@ -188,25 +216,76 @@ fn read_one(conn: &Connection, table: &Table) -> Result<Result<Shape, Vec<String
         None => primary_key,
     };
 
-    let retired = match &table.retired {
-        Some(column) => match find(column) {
-            Some(i) if key.contains(&i) => {
+    let mut one = |what: &str, column: &Option<String>, may_be_key: bool| -> Option<usize> {
+        let column = column.as_ref()?;
+        match find(column) {
+            Some(i) if !may_be_key && key.contains(&i) => {
                 problems.push(format!(
-                    "table `{name}`: the retired column `{column}` is part of the key"
+                    "table `{name}`: the {what} column `{column}` is part of the key"
                 ));
                 None
             }
             Some(i) => Some(i),
             None => {
-                problems.push(format!("table `{name}` has no retired column `{column}`"));
+                problems.push(format!("table `{name}` has no {what} column `{column}`"));
                 None
             }
-        },
-        None => None,
+        }
     };
-    if let Some(column) = &table.origin {
-        if find(column).is_none() {
-            problems.push(format!("table `{name}` has no origin column `{column}`"));
+    let retired = one("retired", &table.retired, false);
+    // A table keyed by its replica may have the replica's id as its key.
+    let origin = one("origin", &table.origin, true);
+    let version = one("version", &table.version, false);
+    let created = one("created", &table.created, false);
+    let mut many = |what: &str, list: &[String]| -> Vec<usize> {
+        list.iter()
+            .filter_map(|c| one(what, &Some(c.clone()), false))
+            .collect()
+    };
+    let owned = many("replica-owned", &table.replica_owned);
+    let desired = many("desired", &table.desired);
+    for &i in &desired {
+        if Some(i) == version || Some(i) == origin {
+            problems.push(format!(
+                "table `{name}`: the desired column `{}` is its version or origin",
+                columns[i].name
+            ));
+        }
+    }
+    if let Some(retired) = retired {
+        if owned.contains(&retired) {
+            problems.push(format!(
+                "table `{name}`: the retired column is the engine's, not one the replica owns"
+            ));
+        }
+        let key_names: Vec<&str> = key.iter().map(|&i| columns[i].name.as_str()).collect();
+        problems.extend(unique_indexes_holding_retired_rows(
+            conn,
+            name,
+            &columns[retired].name,
+            &key_names,
+        )?);
+    }
+    if let Some(carried) = table.codec.columns() {
+        for column in &carried {
+            if find(column).is_none() {
+                problems.push(format!(
+                    "table `{name}`: its protobuf codec names column `{column}`, which it lacks"
+                ));
+            }
+        }
+        let carries = |i: usize| {
+            carried
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(&columns[i].name))
+        };
+        for &i in key.iter().chain(&owned) {
+            if !carries(i) {
+                problems.push(format!(
+                    "table `{name}`: its protobuf codec does not carry column `{}`",
+                    columns[i].name
+                ));
+            }
         }
     }
 
@@ -221,8 +300,69 @@ fn read_one(conn: &Connection, table: &Table) -> Result<Result<Shape, Vec<String
         key,
         key_types,
         retired,
+        origin,
+        version,
+        created,
+        owned,
+        desired,
+        apply: table.apply.unwrap_or(Apply::Always),
+        codec: table.codec.clone(),
+        history: table.is_history(),
         by_name,
     }))
+}
+
+/// A unique index of a table with a retired column must leave retired
+/// rows out (a partial index naming the column), or an old row the
+/// replica keeps for its own would refuse a new one with the same value.
+fn unique_indexes_holding_retired_rows(
+    conn: &Connection,
+    table: &str,
+    retired: &str,
+    key: &[&str],
+) -> rusqlite::Result<Vec<String>> {
+    let mut parts = conn.prepare("SELECT name FROM pragma_index_info(?1)")?;
+    let mut statement = conn.prepare(
+        "SELECT l.name, l.partial, coalesce(s.sql, '') FROM pragma_index_list(?1) l
+         LEFT JOIN sqlite_schema s ON s.type = 'index' AND s.name = l.name
+         WHERE l.\"unique\" = 1 AND l.origin <> 'pk'",
+    )?;
+    let rows = statement.query_map([table], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, bool>(1)?,
+            row.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut problems = Vec::new();
+    for row in rows {
+        let (index, partial, sql) = row?;
+        let covered: Vec<String> = parts
+            .query_map([&index], |r| r.get::<_, Option<String>>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        // The key's own index: a retired row sent again is revived by it.
+        let is_the_key = covered.len() == key.len()
+            && covered
+                .iter()
+                .all(|c| key.iter().any(|k| k.eq_ignore_ascii_case(c)));
+        if is_the_key {
+            continue;
+        }
+        let leaves_retired_out = partial
+            && sql
+                .to_ascii_lowercase()
+                .contains(&retired.to_ascii_lowercase());
+        if !leaves_retired_out {
+            problems.push(format!(
+                "table `{table}`: the unique index `{index}` holds the values of retired rows; \
+                 make it partial: CREATE UNIQUE INDEX ... WHERE {retired} IS NULL"
+            ));
+        }
+    }
+    Ok(problems)
 }
 
 fn table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {

@@ -51,6 +51,9 @@ pub(crate) enum Failure {
     /// The write ended the whole transaction (a trigger's RAISE(ROLLBACK)):
     /// the message must be applied again without that write.
     TransactionLost(String),
+    /// A write with no savepoint of its own was refused: what it belongs
+    /// to is applied again carefully.
+    Careful,
 }
 
 impl From<rusqlite::Error> for Failure {

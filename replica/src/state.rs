@@ -121,3 +121,31 @@ pub(crate) fn said(conn: &Connection, news: i64) -> rusqlite::Result<()> {
     )?;
     Ok(())
 }
+
+/// Marks the transaction as the engine's own (`true`) or not: the triggers
+/// neither note nor refuse what the engine writes.
+pub(crate) fn engine_writing(conn: &Connection, writing: bool) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sync_state SET writing = ?1 WHERE id = 1")?
+        .execute([writing])?;
+    Ok(())
+}
+
+/// The replica's own id as the database keeps it ('' until set).
+pub(crate) fn me(conn: &Connection) -> rusqlite::Result<String> {
+    conn.query_row("SELECT me FROM sync_state WHERE id = 1", [], |row| {
+        row.get(0)
+    })
+}
+
+/// Keeps the replica's id: from now on the triggers refuse what the
+/// replica must not write.
+pub(crate) fn set_me(conn: &Connection, me: &str) -> rusqlite::Result<()> {
+    conn.execute("UPDATE sync_state SET me = ?1 WHERE id = 1", [me])?;
+    Ok(())
+}
+
+/// Whether a retired row may be held somewhere.
+pub(crate) fn retired_rows(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT retired_rows FROM sync_state WHERE id = 1")?
+        .query_row([], |row| row.get(0))
+}

@@ -15,13 +15,10 @@ fn a_message_delivered_twice_changes_nothing_the_second_time() {
     apply(&mut replica, &bytes);
     let before = replica.last_applied().unwrap();
     say(&mut replica);
-    replica
-        .connection()
-        .execute(
-            "UPDATE products SET name = 'local edit' WHERE name = 'green tea'",
-            [],
-        )
-        .unwrap();
+    as_the_engine(
+        replica.connection(),
+        "UPDATE products SET name = 'local edit' WHERE name = 'green tea'",
+    );
 
     let again = replica.receive(&bytes).unwrap();
     assert_eq!(

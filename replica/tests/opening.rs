@@ -31,10 +31,15 @@ fn install_creates_the_engine_tables_all_named_sync() {
     assert_eq!(
         engine,
         [
+            "sync_declarations",
+            "sync_narrowing",
+            "sync_notes",
             "sync_rejections",
+            "sync_retired_for_edits",
             "sync_schema",
             "sync_snapshot_keys",
-            "sync_state"
+            "sync_state",
+            "sync_uploads"
         ]
     );
     assert_eq!(
@@ -214,24 +219,6 @@ fn open_refuses_a_table_without_a_key() {
         .to_string();
     assert!(
         error.contains("table `loose` has no primary key"),
-        "{error}"
-    );
-}
-
-#[test]
-fn open_refuses_mirrors_not_supported_yet_naming_the_table() {
-    let shop = Shop::new();
-    let conn = installed(&shop);
-    let error = refusal(
-        conn,
-        Tables::new(vec![Table::both("products"), Table::setting("orders")]),
-    );
-    assert!(
-        error.contains("table `products`: mirror `both` is not supported yet"),
-        "{error}"
-    );
-    assert!(
-        error.contains("table `orders`: mirror `setting` is not supported yet"),
         "{error}"
     );
 }

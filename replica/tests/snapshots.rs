@@ -8,8 +8,8 @@ use magic_sync_replica::{AppliedTable, Received};
 #[test]
 fn a_snapshot_of_two_messages_then_its_end_sweeps_rows_it_did_not_name() {
     let shop = Shop::new();
-    let mut replica = shop.open();
-    // Rows the device had before: one the snapshot names, one it does not.
+    // Rows the device had before, as it was set up: one the snapshot names,
+    // one it does not.
     shop.connect()
         .execute_batch(&format!(
             "INSERT INTO products (id, name) VALUES (X'{}', 'old tea'), (X'{}', 'stale');",
@@ -17,6 +17,7 @@ fn a_snapshot_of_two_messages_then_its_end_sweeps_rows_it_did_not_name() {
             uuid(9).replace('-', "")
         ))
         .unwrap();
+    let mut replica = shop.open();
     let mut server = Server::new();
 
     apply(

@@ -1,8 +1,7 @@
-//! What magic_sync's end-to-end tests and the shop demo run on: a throwaway
-//! PostgreSQL cluster with the extension installed, and the default
-//! transport's client.
+//! What magic_sync's end-to-end tests, benchmarks and the shop demo run on:
+//! a throwaway PostgreSQL cluster with the extension installed. (The default
+//! transport's client is the replica library's, feature `pg-queue`.)
 
 pub mod cluster;
-pub mod queue;
 
 pub use cluster::Cluster;

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use magic_sync_replica::queue;
 use magic_sync_replica::{install, Received, Replica, Settings, Table, Tables};
-use magic_sync_tests::queue::{ack, deliver, next, report};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use rusqlite::Connection;
@@ -137,6 +137,24 @@ fn held_by(replica: &Replica) -> Vec<Product> {
     rows
 }
 
+/// Takes, applies and acknowledges every message waiting for a register.
+fn deliver(pg: &mut Client, register: &mut Replica) -> Vec<Received> {
+    queue::deliver(pg, register).expect("delivers")
+}
+
+/// Sends up what a register has to say; answers what the server made of it.
+fn report(pg: &mut Client, register: &mut Replica) -> Vec<serde_json::Value> {
+    queue::report(pg, register).expect("reports")
+}
+
+fn next(pg: &mut Client, register: &Replica) -> Option<(String, Vec<u8>)> {
+    queue::next(pg, register).expect("sync.next")
+}
+
+fn ack(pg: &mut Client, register: &Replica, id: &str) -> bool {
+    queue::ack(pg, register, id).expect("sync.ack")
+}
+
 /// One relay pass, then every register takes what waits for it and says
 /// what it applied.
 fn sync_all(shop: &mut Shop, registers: &mut [Replica]) {
@@ -180,10 +198,7 @@ fn two_registers_hold_exactly_the_servers_products_after_every_change() {
     assert_eq!(summary["provisioned"], 2, "{summary}");
     for register in registers.iter_mut() {
         let delivered = deliver(&mut shop.pg, register);
-        assert!(matches!(
-            delivered.received.last(),
-            Some(Received::Ended { .. })
-        ));
+        assert!(matches!(delivered.last(), Some(Received::Ended { .. })));
         report(&mut shop.pg, register);
     }
     assert_each_holds_the_servers_products(&mut shop, &registers);
@@ -254,7 +269,7 @@ fn a_message_delivered_twice_changes_nothing() {
 
     shop.run("UPDATE shop.products SET price_cents = 999");
     shop.relay();
-    let (id, message) = next(&mut shop.pg, a).expect("a message waits");
+    let (id, message) = next(&mut shop.pg, &register).expect("a message waits");
     let first = register.receive(&message).unwrap();
     assert!(matches!(first, Received::Applied { .. }), "{first:?}");
     let before = held_by(&register);
@@ -262,9 +277,9 @@ fn a_message_delivered_twice_changes_nothing() {
     let again = register.receive(&message).unwrap();
     assert!(matches!(again, Received::Already { .. }), "{again:?}");
     assert_eq!(held_by(&register), before);
-    assert!(ack(&mut shop.pg, a, &id));
+    assert!(ack(&mut shop.pg, &register, &id));
     // An acknowledgement that comes twice takes nothing else out.
-    assert!(!ack(&mut shop.pg, a, &id));
+    assert!(!ack(&mut shop.pg, &register, &id));
     assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
 }
 
@@ -285,7 +300,7 @@ fn a_register_started_again_on_its_file_carries_on() {
         "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
     );
     shop.relay();
-    let (_, message) = next(&mut shop.pg, a).expect("a message waits");
+    let (_, message) = next(&mut shop.pg, &register).expect("a message waits");
     register.receive(&message).unwrap();
     drop(register);
 
@@ -294,14 +309,8 @@ fn a_register_started_again_on_its_file_carries_on() {
     shop.run("UPDATE shop.products SET name = 'Green tea' WHERE name = 'Tea'");
     shop.relay();
     let delivered = deliver(&mut shop.pg, &mut register);
-    assert!(matches!(
-        delivered.received.first(),
-        Some(Received::Already { .. })
-    ));
-    assert!(matches!(
-        delivered.received.last(),
-        Some(Received::Applied { .. })
-    ));
+    assert!(matches!(delivered.first(), Some(Received::Already { .. })));
+    assert!(matches!(delivered.last(), Some(Received::Applied { .. })));
     report(&mut shop.pg, &mut register);
     assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
 }
@@ -415,7 +424,7 @@ fn a_register_no_longer_live_is_forgotten_and_provisioned_when_back() {
         .get(0);
     assert_eq!(held, 0);
     assert!(
-        next(&mut shop.pg, a).is_none(),
+        next(&mut shop.pg, &register).is_none(),
         "nothing is sent a replica that is not live"
     );
 
@@ -448,13 +457,13 @@ fn a_register_that_missed_a_message_says_so_and_is_provisioned_again() {
         "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
     );
     shop.relay();
-    let (lost, _) = next(&mut shop.pg, a).unwrap();
-    ack(&mut shop.pg, a, &lost);
+    let (lost, _) = next(&mut shop.pg, &register).unwrap();
+    ack(&mut shop.pg, &register, &lost);
     shop.run("UPDATE shop.products SET price_cents = 1 WHERE name = 'Tea'");
     shop.relay();
     let delivered = deliver(&mut shop.pg, &mut register);
     assert!(
-        matches!(delivered.received.last(), Some(Received::Gap { .. })),
+        matches!(delivered.last(), Some(Received::Gap { .. })),
         "{delivered:?}"
     );
     let verdicts = report(&mut shop.pg, &mut register);

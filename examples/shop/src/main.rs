@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use magic_sync_replica::queue::{deliver, report};
 use magic_sync_replica::{install, Replica, Settings, Table, Tables};
-use magic_sync_tests::queue::{deliver, report};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use rusqlite::Connection;
@@ -102,13 +102,9 @@ fn sync(pg: &mut Client, registers: &mut [Register]) {
         summary["notes"], summary["messages"], summary["bodies"], summary["provisioned"]
     );
     for register in registers.iter_mut() {
-        let delivered = deliver(pg, &mut register.replica);
-        report(pg, &mut register.replica);
-        println!(
-            "   {} took {} message(s)",
-            register.name,
-            delivered.received.len()
-        );
+        let delivered = deliver(pg, &mut register.replica).expect("takes its messages");
+        report(pg, &mut register.replica).expect("says what it applied");
+        println!("   {} took {} message(s)", register.name, delivered.len());
     }
 }
 

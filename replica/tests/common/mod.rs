@@ -33,6 +33,7 @@ pub const SHOP: &str = "
     CREATE TABLE receipts (
         id          TEXT PRIMARY KEY,
         register_id BLOB,
+        product_id  BLOB REFERENCES products (id),
         total       INTEGER
     );
 ";
@@ -295,6 +296,34 @@ pub fn strings(conn: &Connection, sql: &str) -> Vec<String> {
         .unwrap()
         .map(Result::unwrap)
         .collect()
+}
+
+/// Writes as the engine does (its writes are neither refused nor noted):
+/// sets a scene a server could have made.
+pub fn as_the_engine(conn: &Connection, sql: &str) {
+    conn.execute_batch(&format!(
+        "BEGIN; UPDATE sync_state SET writing = 1; {sql}; UPDATE sync_state SET writing = 0; COMMIT;"
+    ))
+    .unwrap();
+}
+
+/// The key of the replica's receipt `n`.
+pub fn receipt(n: u128) -> String {
+    uuid(0x1000 + n)
+}
+
+/// A receipt the replica writes, pointing at product `n`.
+pub fn write_receipt(conn: &Connection, id: &str, product: u128, total: i64) {
+    conn.execute(
+        "INSERT INTO receipts (id, register_id, product_id, total) VALUES (?1, ?2, ?3, ?4)",
+        rusqlite::params![
+            id,
+            me().as_bytes().to_vec(),
+            Uuid::parse_str(&uuid(product)).unwrap().as_bytes().to_vec(),
+            total
+        ],
+    )
+    .unwrap();
 }
 
 pub fn count(conn: &Connection, sql: &str) -> i64 {

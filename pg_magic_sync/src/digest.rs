@@ -1,0 +1,175 @@
+//! The digest of the declarations: what decides which rows each replica
+//! holds — the replicas' relation and partition column, and per table its
+//! name, relation, mirror, key, rule and groups, references, active view,
+//! partition and the columns that travel. The relay keeps the digest it
+//! last ran with; a pass that finds another provisions every live replica
+//! again.
+//!
+//! Written as a canonical text, tables by name, then hashed (SHA-256, hex):
+//! declaring the same thing again gives the same digest. What does not
+//! change what replicas hold (the live condition, origin, version, the
+//! install options, the order) is left out.
+
+use sha2::{Digest, Sha256};
+
+use crate::catalog::{Declared, Replicas, Rule};
+
+fn line(out: &mut String, parts: &[&str]) {
+    // Each part as a JSON string: no separator can be forged by a name.
+    let quoted: Vec<String> = parts
+        .iter()
+        .map(|p| serde_json::Value::from(*p).to_string())
+        .collect();
+    out.push_str(&quoted.join(" "));
+    out.push('\n');
+}
+
+fn joined(items: &[String]) -> String {
+    serde_json::Value::from(items.to_vec()).to_string()
+}
+
+/// The canonical text the digest is of.
+pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
+    let mut out = String::new();
+    match replicas {
+        Some(r) => line(
+            &mut out,
+            &["replicas", &r.relation, &r.id_column, r.partition.as_deref().unwrap_or("")],
+        ),
+        None => line(&mut out, &["replicas"]),
+    }
+    let mut sorted: Vec<&Declared> = tables.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    for t in sorted {
+        let key_types: Vec<String> = t.key_types.iter().map(|k| k.name().to_owned()).collect();
+        line(
+            &mut out,
+            &[
+                "table",
+                &t.name,
+                &t.relation,
+                t.mirror.name(),
+                &joined(&t.key_columns),
+                &joined(&key_types),
+                t.active.as_deref().unwrap_or(""),
+                t.partition.as_deref().unwrap_or(""),
+            ],
+        );
+        line(&mut out, &["columns", &joined(&t.columns), &joined(&t.column_types)]);
+        match &t.rule {
+            Rule::Assigned { column } => line(&mut out, &["rule", "assigned", column]),
+            Rule::Follows { columns, .. } => line(&mut out, &["rule", "follows", &joined(columns)]),
+            Rule::Grouped { members, assigned } => line(
+                &mut out,
+                &[
+                    "rule",
+                    "grouped",
+                    &members.relation,
+                    &joined(&members.row),
+                    &joined(&members.group),
+                    &members.groups,
+                    &assigned.relation,
+                    &joined(&assigned.group),
+                    &assigned.replica,
+                ],
+            ),
+            other => line(&mut out, &["rule", other.kind()]),
+        }
+        let mut references: Vec<String> = t
+            .references
+            .iter()
+            .map(|r| format!("{} -> {} {}", joined(&r.columns), r.parent, joined(&r.parent_columns)))
+            .collect();
+        references.sort();
+        line(&mut out, &["references", &joined(&references)]);
+    }
+    out
+}
+
+pub fn digest(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
+    let hash = Sha256::digest(canonical(replicas, tables).as_bytes());
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Mirror;
+
+    fn products() -> Declared {
+        Declared {
+            name: "products".into(),
+            relation: "\"shop\".\"products\"".into(),
+            mirror: Mirror::Catalog,
+            rule: Rule::Broadcast,
+            key_columns: vec!["id".into()],
+            columns: vec!["id".into(), "name".into()],
+            column_types: vec!["uuid".into(), "text".into()],
+            ..Declared::default()
+        }
+    }
+
+    fn registers() -> Replicas {
+        Replicas {
+            relation: "\"shop\".\"registers\"".into(),
+            id_column: "id".into(),
+            live: "active".into(),
+            partition: None,
+        }
+    }
+
+    #[test]
+    fn the_same_declarations_give_the_same_digest_whatever_their_order() {
+        let receipts = Declared {
+            name: "receipts".into(),
+            mirror: Mirror::Record,
+            position: 2,
+            ..products()
+        };
+        assert_eq!(
+            digest(Some(&registers()), &[products(), receipts.clone()]),
+            digest(Some(&registers()), &[receipts, products()])
+        );
+    }
+
+    #[test]
+    fn what_decides_which_rows_a_replica_holds_changes_the_digest() {
+        let base = digest(Some(&registers()), &[products()]);
+        let with_column = Declared {
+            columns: vec!["id".into(), "name".into(), "sku".into()],
+            column_types: vec!["uuid".into(), "text".into(), "text".into()],
+            ..products()
+        };
+        let assigned = Declared {
+            rule: Rule::Assigned {
+                column: "register_id".into(),
+            },
+            ..products()
+        };
+        let partitioned = Replicas {
+            partition: Some("company_id".into()),
+            ..registers()
+        };
+        assert_ne!(base, digest(Some(&registers()), &[with_column]));
+        assert_ne!(base, digest(Some(&registers()), &[assigned]));
+        assert_ne!(base, digest(Some(&partitioned), &[products()]));
+        assert_ne!(base, digest(None, &[products()]));
+        assert_ne!(base, digest(Some(&registers()), &[]));
+    }
+
+    #[test]
+    fn what_does_not_decide_it_leaves_the_digest_alone() {
+        let base = digest(Some(&registers()), &[products()]);
+        let live = Replicas {
+            live: "true".into(),
+            ..registers()
+        };
+        let other = Declared {
+            install: true,
+            position: 9,
+            origin: Some("register_id".into()),
+            ..products()
+        };
+        assert_eq!(base, digest(Some(&live), &[other]));
+    }
+}

@@ -1,0 +1,97 @@
+//! What a replica being provisioned is sent: everything it should hold,
+//! worked out from scratch. The rows its tables' rules send it, then, a
+//! round at a time, every row those point at and every row that follows
+//! them, until a round adds nothing.
+
+use super::model::PlanTable;
+use super::reach::{followers, parents, rule_rows};
+use crate::db;
+
+const PROVISIONING: &str = "\
+    CREATE TEMP TABLE sync_pass_provisioning ON COMMIT DROP AS \
+    SELECT id, partition FROM sync_pass_replicas WHERE provision";
+
+const FRONTIER: &str = "\
+    CREATE TEMP TABLE sync_pass_frontier (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP";
+
+/// Rows of the frontier not planned for their replica yet: added to the
+/// plan, and kept as the next round's frontier.
+const ADVANCE: &str = "\
+    WITH added AS ( \
+        INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+        SELECT DISTINCT c.replica, c.table_name, c.key, 'u', 0 FROM sync_pass_reached c \
+        WHERE NOT EXISTS (SELECT 1 FROM sync_pass_plan p WHERE p.replica = c.replica \
+                          AND p.table_name = c.table_name AND p.key = c.key) \
+        RETURNING replica, table_name, key) \
+    INSERT INTO sync_pass_frontier SELECT * FROM added";
+
+/// A snapshot row's version: the newest note of it the pass sees, or 0.
+const VERSIONS: &str = "\
+    UPDATE sync_pass_plan p SET note = n.note \
+    FROM (SELECT table_name, key, max(id) AS note FROM sync.notes GROUP BY table_name, key) AS n, \
+         sync_pass_provisioning r \
+    WHERE p.replica = r.id AND p.table_name = n.table_name AND p.key = n.key";
+
+/// Plans every row each replica being provisioned should hold.
+pub fn plan_snapshots(tables: &[PlanTable]) {
+    db::run(PROVISIONING);
+    if db::one::<i64>("SELECT count(*) FROM sync_pass_provisioning", &[]).unwrap_or(0) == 0 {
+        return;
+    }
+    for table in tables.iter().filter(|t| t.goes_down) {
+        if let Some(rows) = rule_rows(table, "sync_pass_provisioning", None) {
+            db::run(&format!(
+                "INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+                 SELECT s.*, 'u', 0 FROM ({rows}) AS s"
+            ));
+        }
+    }
+    if closes_over_anything(tables) {
+        db::run(FRONTIER);
+        db::run(
+            "INSERT INTO sync_pass_frontier SELECT p.replica, p.table_name, p.key \
+             FROM sync_pass_plan p JOIN sync_pass_provisioning r ON r.id = p.replica",
+        );
+        while close_one_round(tables) > 0 {}
+        db::run("DROP TABLE sync_pass_frontier");
+    }
+    db::run(VERSIONS);
+}
+
+/// Whether any table points at another or follows one: if none does, what
+/// the rules send is the whole of it.
+pub fn closes_over_anything(tables: &[PlanTable]) -> bool {
+    tables
+        .iter()
+        .any(|t| t.goes_down && !t.references.is_empty())
+}
+
+/// The parents and followers of the frontier, as `sync_pass_reached`.
+pub fn reach_from_frontier(tables: &[PlanTable]) {
+    let mut reached: Vec<String> = Vec::new();
+    for table in tables.iter().filter(|t| t.goes_down) {
+        for reference in &table.references {
+            reached.push(parents(table, reference, "sync_pass_frontier"));
+        }
+        reached.extend(followers(table, "sync_pass_frontier"));
+    }
+    let union = if reached.is_empty() {
+        "SELECT NULL::uuid, NULL::text, NULL::text WHERE false".to_owned()
+    } else {
+        reached.join(" UNION ")
+    };
+    db::run(&format!(
+        "CREATE TEMP TABLE sync_pass_reached ON COMMIT DROP AS \
+         SELECT * FROM ({union}) AS u(replica, table_name, key)"
+    ));
+}
+
+/// One round: what the frontier reaches that is not planned yet becomes
+/// the next frontier. Answers how many rows the round added.
+fn close_one_round(tables: &[PlanTable]) -> i64 {
+    reach_from_frontier(tables);
+    db::run("TRUNCATE sync_pass_frontier");
+    db::run(ADVANCE);
+    db::run("DROP TABLE sync_pass_reached");
+    db::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0)
+}

@@ -1,0 +1,34 @@
+//! How long each step of a pass took, for the pass's summary: what an
+//! operator looks at when a pass is slow.
+
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+pub struct Steps {
+    last: Instant,
+    took: Map<String, Value>,
+}
+
+impl Steps {
+    pub fn start() -> Steps {
+        Steps {
+            last: Instant::now(),
+            took: Map::new(),
+        }
+    }
+
+    /// Ends the step `name`: the time since the last step ended.
+    pub fn end(&mut self, name: &str) {
+        let now = Instant::now();
+        let ms = (now - self.last).as_secs_f64() * 1000.0;
+        self.took
+            .insert(name.to_owned(), Value::from((ms * 10.0).round() / 10.0));
+        self.last = now;
+    }
+
+    /// Milliseconds per step.
+    pub fn into_json(self) -> Value {
+        Value::Object(self.took)
+    }
+}

@@ -1,0 +1,287 @@
+//! The engine's triggers on the declared tables (protocol §7): they note
+//! every write of a table that goes up, in the writing transaction, and
+//! refuse the writes the replica must not make.
+//!
+//! Every trigger reads `sync_state`: `writing` is 1 only inside the
+//! engine's own transactions (its writes are the server's, never noted nor
+//! refused), and `me` is empty until a program opened the replica knowing
+//! its id — until then nothing is refused (the device is being set up).
+
+use rusqlite::Connection;
+
+use crate::declare::{Mirror, Tables};
+use crate::key_sql;
+use crate::shape::{self, Shape};
+use crate::sql::quote;
+use crate::Error;
+
+/// One trigger: its name and the statement that creates it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Trigger {
+    pub table: String,
+    pub name: String,
+    pub sql: String,
+}
+
+const ENGINE_IDLE: &str = "(SELECT writing = 0 FROM sync_state WHERE id = 1)";
+const REFUSING: &str = "(SELECT writing = 0 AND me <> '' FROM sync_state WHERE id = 1)";
+
+/// Every trigger the declared tables need, table by table.
+pub(crate) fn expected(shapes: &[Shape]) -> Vec<Trigger> {
+    shapes.iter().flat_map(for_table).collect()
+}
+
+fn for_table(shape: &Shape) -> Vec<Trigger> {
+    let t = &shape.name;
+    let mut triggers = Vec::new();
+    let mut add = |what: &str, timing: &str, when: String, body: String| {
+        let name = format!("sync_{t}_{what}");
+        let sql = format!(
+            "CREATE TRIGGER {} {timing} ON {}\nWHEN {when}\nBEGIN\n{body}\nEND",
+            quote(&name),
+            quote(t)
+        );
+        triggers.push(Trigger {
+            table: t.clone(),
+            name,
+            sql,
+        });
+    };
+    let refuse = |why: &str| {
+        format!(
+            "    SELECT RAISE(ABORT, {});",
+            literal(&format!("magic_sync: {why}"))
+        )
+    };
+    match shape.mirror {
+        Mirror::Catalog => {
+            for event in ["INSERT", "UPDATE", "DELETE"] {
+                add(
+                    &format!("refuse_{}", event.to_ascii_lowercase()),
+                    &format!("BEFORE {event}"),
+                    REFUSING.into(),
+                    refuse(&format!(
+                        "{t} is written by the server; the replica only holds a copy"
+                    )),
+                );
+            }
+        }
+        Mirror::Both => {
+            add(
+                "refuse_insert",
+                "BEFORE INSERT",
+                REFUSING.into(),
+                refuse(&format!("a row of {t} begins on the server")),
+            );
+            let not_owned: Vec<String> = (0..shape.columns.len())
+                .filter(|i| !shape.owned.contains(i))
+                .map(|i| changed(shape, i))
+                .collect();
+            if !not_owned.is_empty() {
+                add(
+                    "refuse_update",
+                    "BEFORE UPDATE",
+                    format!("{REFUSING} AND ({})", not_owned.join(" OR ")),
+                    refuse(&format!(
+                        "the replica writes only {} of {t}",
+                        owned_names(shape)
+                    )),
+                );
+            }
+            let own_row = match shape.origin {
+                Some(origin) => format!(
+                    " AND {} <> (SELECT me FROM sync_state WHERE id = 1)",
+                    key_sql::column_text(shape, origin, "OLD")
+                ),
+                None => String::new(),
+            };
+            add(
+                "refuse_delete",
+                "BEFORE DELETE",
+                format!("{REFUSING}{own_row}"),
+                refuse(&format!("the replica deletes no row of {t} but its own")),
+            );
+            let owned_changed: Vec<String> =
+                shape.owned.iter().map(|&i| changed(shape, i)).collect();
+            add(
+                "note_update",
+                "AFTER UPDATE",
+                format!("{REFUSING} AND ({})", owned_changed.join(" OR ")),
+                note(shape, "NEW"),
+            );
+            add(
+                "note_delete",
+                "AFTER DELETE",
+                REFUSING.into(),
+                note(shape, "OLD"),
+            );
+        }
+        Mirror::Record | Mirror::Setting => {
+            if shape.history {
+                add(
+                    "refuse_update",
+                    "BEFORE UPDATE",
+                    REFUSING.into(),
+                    refuse(&format!("{t} is history: a row is written once")),
+                );
+            } else if let Some(created) = shape.created {
+                let column = &shape.columns[created].name;
+                add(
+                    "refuse_update",
+                    "BEFORE UPDATE",
+                    format!("{REFUSING} AND {}", changed(shape, created)),
+                    refuse(&format!("{column} of {t} is written once")),
+                );
+            }
+            add(
+                "note_insert",
+                "AFTER INSERT",
+                ENGINE_IDLE.into(),
+                note(shape, "NEW"),
+            );
+            let old_key = key_sql::key(shape, "OLD");
+            let new_key = key_sql::key(shape, "NEW");
+            add(
+                "note_update",
+                "AFTER UPDATE",
+                ENGINE_IDLE.into(),
+                format!(
+                    "{}\n{}",
+                    note(shape, "NEW"),
+                    note_where(shape, &old_key, &format!("{old_key} <> {new_key}"))
+                ),
+            );
+            add(
+                "note_delete",
+                "AFTER DELETE",
+                ENGINE_IDLE.into(),
+                note(shape, "OLD"),
+            );
+        }
+    }
+    triggers
+}
+
+fn changed(shape: &Shape, column: usize) -> String {
+    let name = quote(&shape.columns[column].name);
+    format!("NEW.{name} IS NOT OLD.{name}")
+}
+
+fn owned_names(shape: &Shape) -> String {
+    shape
+        .owned
+        .iter()
+        .map(|&i| shape.columns[i].name.clone())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Notes the row `NEW` or `OLD` names: one note per row, counting writes.
+fn note(shape: &Shape, row: &str) -> String {
+    let key = key_sql::key(shape, row);
+    format!(
+        "    INSERT INTO sync_notes (table_name, key) VALUES ({}, {key})\n    \
+         ON CONFLICT (table_name, key) DO UPDATE SET writes = writes + 1, pending = 1;",
+        literal(&shape.name)
+    )
+}
+
+fn note_where(shape: &Shape, key: &str, condition: &str) -> String {
+    format!(
+        "    INSERT INTO sync_notes (table_name, key) SELECT {}, {key} WHERE {condition}\n    \
+         ON CONFLICT (table_name, key) DO UPDATE SET writes = writes + 1, pending = 1;",
+        literal(&shape.name)
+    )
+}
+
+/// A text literal for SQL.
+pub(crate) fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Every trigger the declared tables need, as a script to paste into the
+/// device's own migrations (after the tables are created). The triggers
+/// depend on each table's columns and key types, read from `conn`: a
+/// database the same migrations built.
+pub fn triggers(conn: &Connection, tables: &Tables) -> Result<String, Error> {
+    let shapes = shape::read_all(conn, tables)?;
+    Ok(script(&expected(&shapes)))
+}
+
+fn script(triggers: &[Trigger]) -> String {
+    triggers
+        .iter()
+        .map(|t| format!("{};\n", t.sql))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Refuses a database whose engine triggers (every trigger named `sync_…`)
+/// are not exactly the ones the declared tables need: a missing one, one
+/// written otherwise, or one the declarations do not call for. The error
+/// names each table and prints the trigger it needs.
+pub fn check(conn: &Connection, tables: &Tables) -> Result<(), Error> {
+    let shapes = shape::read_all(conn, tables)?;
+    check_shapes(conn, &shapes)
+}
+
+pub(crate) fn check_shapes(conn: &Connection, shapes: &[Shape]) -> Result<(), Error> {
+    let found = installed(conn)?;
+    let expected = expected(shapes);
+    let mut problems = Vec::new();
+    for trigger in &expected {
+        match found.iter().find(|(name, _, _)| name == &trigger.name) {
+            None => problems.push(format!(
+                "table `{}` lacks the trigger {}; it needs:\n{};",
+                trigger.table, trigger.name, trigger.sql
+            )),
+            Some((_, _, sql)) if squeeze(sql) != squeeze(&trigger.sql) => problems.push(format!(
+                "table `{}` has the trigger {} written otherwise; it needs:\n{};",
+                trigger.table, trigger.name, trigger.sql
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, table, _) in &found {
+        if !expected.iter().any(|t| &t.name == name) {
+            problems.push(format!(
+                "table `{table}` has the trigger {name}, which its declaration does not call for: \
+                 DROP TRIGGER {};",
+                quote(name)
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Triggers(problems.join("\n\n")))
+    }
+}
+
+/// Replaces the engine's triggers with the ones the declarations need
+/// (inside `install`'s transaction).
+pub(crate) fn replace(conn: &Connection, shapes: &[Shape]) -> rusqlite::Result<()> {
+    for (name, _, _) in installed(conn)? {
+        conn.execute_batch(&format!("DROP TRIGGER {}", quote(&name)))?;
+    }
+    for trigger in expected(shapes) {
+        conn.execute_batch(&trigger.sql)?;
+    }
+    Ok(())
+}
+
+/// The engine's triggers in the database: name, table, statement.
+fn installed(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> {
+    conn.prepare(
+        "SELECT name, tbl_name, coalesce(sql, '') FROM sqlite_schema
+         WHERE type = 'trigger' AND name LIKE 'sync\\_%' ESCAPE '\\' ORDER BY name",
+    )?
+    .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+    .collect()
+}
+
+/// Whitespace runs as one space: a trigger pasted with other indentation
+/// is the same trigger.
+fn squeeze(sql: &str) -> String {
+    sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}

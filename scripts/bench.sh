@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The benchmarks, on a release build of the extension. Each prints figures
+# and ratios measured side by side in one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+bash scripts/setup.sh
+cargo pgrx install --release -p magic_sync --pg-config "$PG_CONFIG" >/dev/null
+cargo run --release --quiet -p magic_sync_tests --bin bench_relay -- "$@"

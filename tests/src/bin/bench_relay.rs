@@ -1,0 +1,182 @@
+//! The relay's figures, measured side by side in one run:
+//!
+//! - provisioning one replica with N product rows, server side (one relay
+//!   pass: plan, load, encode, record): rows per second, and the backend's
+//!   peak memory at 100,000 rows against 1,000,000;
+//! - one product changed, broadcast to 1,000 live replicas: the pass's time,
+//!   and how many bodies it stored.
+//!
+//! Run with `bash scripts/bench.sh` (a release build of the extension).
+//! Sizes can be made smaller for a quick look: `--large 200000`.
+
+use std::time::Instant;
+
+use magic_sync_tests::Cluster;
+use postgres::Client;
+
+const SHOP: &str = "
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
+    CREATE TABLE shop.products (
+        id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now());
+    SELECT sync.declare_replicas('shop.registers', live => 'active');
+    SELECT sync.declare_table('shop.products', sync => 'broadcast');
+";
+
+fn arg(name: &str, default: i64) -> i64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn fill_products(pg: &mut Client, rows: i64) {
+    pg.execute(
+        "INSERT INTO shop.products (id, name, price_cents) \
+         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::bigint) AS i",
+        &[&rows],
+    )
+    .unwrap();
+}
+
+/// A process's private resident memory now, in MiB (RssAnon: what it
+/// allocated itself, leaving out the shared buffers every backend maps).
+fn private_mib(pid: i32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+}
+
+/// Samples a backend's private memory every few milliseconds until told to
+/// stop; answers the peak.
+struct PeakMemory {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<f64>,
+}
+
+impl PeakMemory {
+    fn watch(pid: i32) -> PeakMemory {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            let mut peak: f64 = 0.0;
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(private_mib(pid).unwrap_or(0.0));
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            peak
+        });
+        PeakMemory { stop, sampler }
+    }
+
+    fn peak(self) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().unwrap_or(f64::NAN)
+    }
+}
+
+/// Relays until no note is left.
+fn drain(pg: &mut Client) {
+    while relay(pg)["notes"] != 0 {}
+}
+
+fn relay(pg: &mut Client) -> serde_json::Value {
+    pg.query_one("CALL sync.relay()", &[]).unwrap().get(0)
+}
+
+/// Provisions one replica with `rows` products in a database of its own;
+/// answers (seconds, rows per second, peak MiB of the relaying backend).
+fn provision_one(cluster: &Cluster, rows: i64) -> (f64, f64, f64) {
+    let db = format!("provision_{rows}");
+    let mut setup = cluster.database_with_extension(&db);
+    setup.batch_execute(SHOP).unwrap();
+    fill_products(&mut setup, rows);
+    drain(&mut setup); // the notes of the fill, with no replica yet
+    setup
+        .batch_execute("INSERT INTO shop.registers (id) VALUES (gen_random_uuid())")
+        .unwrap();
+    setup.batch_execute("VACUUM ANALYZE").unwrap();
+    let mut pg = cluster.connect(&db);
+    pg.batch_execute("SET magic_sync.pass_timings = on")
+        .unwrap();
+    let pid: i32 = pg.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let memory = PeakMemory::watch(pid);
+    let started = Instant::now();
+    let summary = relay(&mut pg);
+    let seconds = started.elapsed().as_secs_f64();
+    let peak = memory.peak();
+    assert_eq!(summary["provisioned"], 1, "{summary}");
+    println!("    steps (ms): {}", summary["took_ms"]);
+    (seconds, rows as f64 / seconds, peak)
+}
+
+/// One product changed with `replicas` live replicas holding `products`:
+/// answers (milliseconds of the pass, bodies stored).
+fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64, i64, f64) {
+    let mut pg = cluster.database_with_extension("broadcast");
+    pg.batch_execute(SHOP).unwrap();
+    fill_products(&mut pg, products);
+    drain(&mut pg);
+    pg.execute(
+        "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1::bigint)",
+        &[&replicas],
+    )
+    .unwrap();
+    let started = Instant::now();
+    relay(&mut pg);
+    let provisioning = started.elapsed().as_secs_f64();
+    // Every replica took and confirmed what it was sent.
+    pg.batch_execute(
+        "DELETE FROM sync.outbox; \
+         UPDATE sync.replicas SET applied_sequence = last_sequence, applied_epoch = epoch",
+    )
+    .unwrap();
+    pg.batch_execute("VACUUM ANALYZE").unwrap();
+    pg.batch_execute("SET magic_sync.pass_timings = on")
+        .unwrap();
+    pg.batch_execute(
+        "UPDATE shop.products SET price_cents = price_cents + 1 WHERE name = 'Product 1'",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let summary = relay(&mut pg);
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(summary["messages"], replicas, "{summary}");
+    println!("    steps (ms): {}", summary["took_ms"]);
+    let bodies: i64 = pg
+        .query_one("SELECT count(DISTINCT body) FROM sync.outbox", &[])
+        .unwrap()
+        .get(0);
+    (ms, bodies, provisioning)
+}
+
+fn main() {
+    let large = arg("--large", 1_000_000);
+    let small = arg("--small", large / 10);
+    let replicas = arg("--replicas", 1_000);
+    let products = arg("--products", 1_000);
+    let cluster = Cluster::start();
+
+    println!("Provisioning one replica (server side: one relay pass)");
+    let (s_small, rate_small, mem_small) = provision_one(&cluster, small);
+    println!("  {small:>9} rows: {s_small:>7.2} s  {rate_small:>10.0} rows/s  peak private memory of the backend {mem_small:>7.1} MiB");
+    let (s_large, rate_large, mem_large) = provision_one(&cluster, large);
+    println!("  {large:>9} rows: {s_large:>7.2} s  {rate_large:>10.0} rows/s  peak private memory of the backend {mem_large:>7.1} MiB");
+    println!(
+        "  peak memory at {large} rows is {:.2}x its peak at {small} (target: at most 1.5x); rate {:.0} rows/s (target: at least 100,000)",
+        mem_large / mem_small,
+        rate_large
+    );
+
+    println!("\nOne product changed, broadcast to {replicas} live replicas holding {products} products each");
+    let (ms, bodies, provisioning) = broadcast_one_change(&cluster, replicas, products);
+    println!("  provisioning them all took {provisioning:.2} s");
+    println!("  the pass planned and recorded in {ms:.1} ms (target: at most 200 ms), storing {bodies} body (target: 1)");
+}
