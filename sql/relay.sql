@@ -30,6 +30,8 @@ $$;
 -- CALL it outside a transaction block: it commits what came before it.
 CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
 LANGUAGE plpgsql AS $$
+DECLARE
+    too_large jsonb;
 BEGIN
     COMMIT;
     LOOP
@@ -37,7 +39,41 @@ BEGIN
         EXIT WHEN sync.claim_relay();
         ROLLBACK;
     END LOOP;
-    summary := sync.record_pass();
+    LOOP
+        too_large := NULL;
+        BEGIN
+            summary := sync.record_pass();
+        EXCEPTION WHEN program_limit_exceeded THEN
+            -- Rows no message could carry: the pass's work is undone, they
+            -- are set aside, and it is planned again around them, in the
+            -- same snapshot.
+            GET STACKED DIAGNOSTICS too_large = PG_EXCEPTION_DETAIL;
+            IF NOT (SQLERRM LIKE 'magic_sync: rows no message can carry%') THEN
+                RAISE;
+            END IF;
+        END;
+        EXIT WHEN too_large IS NULL;
+        PERFORM sync.set_aside(too_large);
+    END LOOP;
     COMMIT;
 END
+$$;
+
+-- Sets rows aside that no message can carry: [{table, key, note, reason}].
+CREATE FUNCTION sync.set_aside(rows jsonb) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO sync.quarantine (table_name, key, note, reason, retry_at)
+    SELECT r->>'table', r->>'key', (r->>'note')::bigint, r->>'reason',
+           now() + current_setting('magic_sync.retry_every')::interval
+    FROM jsonb_array_elements(rows) AS r
+    ON CONFLICT (table_name, key) DO UPDATE
+    SET note = excluded.note, reason = excluded.reason, since = now(), retry_at = excluded.retry_at;
+$$;
+
+-- After a deploy that may have fixed what set rows aside: every one of them
+-- is tried again at the next pass. Answers how many.
+CREATE FUNCTION sync.retry() RETURNS bigint
+LANGUAGE sql AS $$
+    WITH due AS (UPDATE sync.quarantine SET retry_at = now() RETURNING 1)
+    SELECT count(*) FROM due;
 $$;

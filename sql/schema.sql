@@ -10,17 +10,17 @@
 -- row as it is when the relay reads it.
 CREATE SEQUENCE sync.note_ids;
 CREATE TABLE sync.notes (
-    id            bigint PRIMARY KEY DEFAULT nextval('sync.note_ids'),
+    id            bigint NOT NULL DEFAULT nextval('sync.note_ids'),
     -- Names and keys compare byte for byte ("C"): the key text form is
     -- ASCII, and byte order is the cheapest.
     table_name    text COLLATE "C" NOT NULL,
     key           text COLLATE "C" NOT NULL,
     noted_at      timestamptz NOT NULL DEFAULT now()
 );
--- The relay reads every note there is, never "after the last one read":
--- ids are drawn before commit, so a lower one can commit later. A row's
--- newest note is the version a replica is recorded holding.
-CREATE INDEX notes_by_row ON sync.notes (table_name, key, id);
+-- No index: every write of a declared table inserts a note, and an index
+-- would cost each of them more than the note itself. The relay reads every
+-- note there is (never "after the last one read": ids are drawn before
+-- commit, so a lower one can commit later), and deletes what it planned.
 
 -- The server installation's epochs. Messages are sealed under the current
 -- one's secret; a new epoch begins when the database is found to have gone
@@ -39,7 +39,10 @@ CREATE UNIQUE INDEX epochs_one_current ON sync.epochs (current) WHERE current;
 CREATE TABLE sync.relay_state (
     only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
     passes        bigint NOT NULL DEFAULT 0,
-    last_pass_at  timestamptz
+    last_pass_at  timestamptz,
+    -- The digest of the declarations the last pass ran with: when they
+    -- change, every live replica is provisioned again.
+    declared      text
 );
 
 -- Every replica the relay has seen, and where its chain of messages stands.
@@ -91,6 +94,23 @@ CREATE TABLE sync.held (
     PRIMARY KEY (replica, table_name, key)
 );
 
+-- Rows no replica can be sent as they are (no message could carry one),
+-- and so planned around: not sent, nor what points at them, and taken back
+-- where an older version is held. A row leaves when it changes, when its
+-- retry comes (magic_sync.retry_every, or sync.retry() after a deploy), or
+-- at the first pass of a relay that starts.
+CREATE TABLE sync.quarantine (
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    -- The row's newest note when it was set aside: a newer one is a change
+    -- that may let it through.
+    note          bigint NOT NULL,
+    reason        text NOT NULL,
+    since         timestamptz NOT NULL DEFAULT now(),
+    retry_at      timestamptz NOT NULL,
+    PRIMARY KEY (table_name, key)
+);
+
 -- Message numbers: one sequence for every replica, so no two messages ever
 -- share a number, and a restored database never numbers backwards.
 CREATE SEQUENCE sync.message_numbers;
@@ -126,6 +146,7 @@ CREATE INDEX outbox_by_body ON sync.outbox (body);
 
 SELECT pg_catalog.pg_extension_config_dump('sync.note_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.notes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.epochs', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.relay_state', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');

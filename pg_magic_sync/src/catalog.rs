@@ -49,11 +49,6 @@ impl Mirror {
     pub fn goes_down(self) -> bool {
         matches!(self, Mirror::Catalog | Mirror::Both)
     }
-
-    /// Whether replicas send its rows up.
-    pub fn goes_up(self) -> bool {
-        !matches!(self, Mirror::Catalog)
-    }
 }
 
 /// How a setting takes a wish.
@@ -246,10 +241,6 @@ pub struct Replicas {
     pub live: String,
     /// The column that splits rows and replicas into partitions.
     pub partition: Option<String>,
-}
-
-pub fn key_type_name(ty: KeyType) -> &'static str {
-    ty.name()
 }
 
 pub fn key_type_from_name(name: &str) -> KeyType {
@@ -469,6 +460,5 @@ mod tests {
     fn only_catalogs_and_two_way_tables_go_down() {
         assert!(Mirror::Catalog.goes_down() && Mirror::Both.goes_down());
         assert!(!Mirror::Record.goes_down() && !Mirror::Setting.goes_down());
-        assert!(Mirror::Both.goes_up() && !Mirror::Catalog.goes_up());
     }
 }

@@ -1,100 +1,21 @@
 //! Declarations, from the user's migrations: where the replicas are, and
-//! which tables travel and how.
+//! which tables travel and how (`sync.declare_replicas`,
+//! `sync.declare_table`, `sync.undeclare_table`), and the DDL they need
+//! printed (`sync.triggers`, `sync.indexes`).
+//!
+//! Every declaration is resolved again whenever one is made (resolve.rs):
+//! a table declared before its parent gains the reference once the parent
+//! is declared, and the order, the triggers and the indexes follow.
 
 use pgrx::prelude::*;
 
-use magic_sync_proto::key::KeyType;
-
-use crate::catalog::{self, Declared, Mirror};
+use crate::catalog::{self, Declared, Rule};
+use crate::check;
 use crate::db::{self, refuse};
-use crate::table_sql::{qualified, quote_literal};
-
-/// A relation found in the catalog.
-struct Relation {
-    oid: pg_sys::Oid,
-    /// Schema-qualified and quoted, for SQL.
-    qualified: String,
-    /// Schema-qualified, for messages.
-    shown: String,
-    name: String,
-    kind: String,
-}
-
-/// Looks a relation up by the name the user gave, as `to_regclass` reads it.
-fn find_relation(name: &str) -> Option<Relation> {
-    Spi::connect(|client| {
-        let mut rows = client
-            .select(
-                "SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text \
-                 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-                 WHERE c.oid = to_regclass($1)",
-                Some(1),
-                &[name.into()],
-            )
-            .expect("reads pg_class");
-        rows.next().map(|row| {
-            let schema: String = row.get(2).ok().flatten().unwrap_or_default();
-            let table: String = row.get(3).ok().flatten().unwrap_or_default();
-            Relation {
-                oid: row.get(1).ok().flatten().expect("an oid"),
-                qualified: qualified(&schema, &table),
-                shown: format!("{schema}.{table}"),
-                name: table,
-                kind: row.get(4).ok().flatten().unwrap_or_default(),
-            }
-        })
-    })
-}
-
-/// A relation's columns, in order, with their types as `format_type` writes
-/// them.
-fn columns_of(relation: pg_sys::Oid) -> Vec<(String, String)> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
-                 WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-                None,
-                &[relation.into()],
-            )
-            .expect("reads pg_attribute")
-            .map(|row| {
-                (
-                    row.get(1).ok().flatten().unwrap_or_default(),
-                    row.get(2).ok().flatten().unwrap_or_default(),
-                )
-            })
-            .collect()
-    })
-}
-
-/// A table's primary key columns, in key order.
-fn primary_key_of(relation: pg_sys::Oid) -> Vec<String> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT a.attname::text FROM pg_index i \
-                 CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
-                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-                 WHERE i.indrelid = $1 AND i.indisprimary ORDER BY k.ord",
-                None,
-                &[relation.into()],
-            )
-            .expect("reads pg_index")
-            .map(|row| row.get(1).ok().flatten().unwrap_or_default())
-            .collect()
-    })
-}
-
-/// The key text form's type for a column of this SQL type, if a key may be
-/// of it.
-fn key_type_of(sql_type: &str) -> Option<KeyType> {
-    match sql_type {
-        "uuid" => Some(KeyType::Uuid),
-        "smallint" | "integer" | "bigint" => Some(KeyType::Integer),
-        _ => None,
-    }
-}
+use crate::indexes;
+use crate::inspect;
+use crate::resolve::{self, Problem, Request, Resolved};
+use crate::triggers;
 
 /// The error of a condition run against the relation, or None when it runs.
 fn condition_error(relation: &str, condition: &str) -> Option<String> {
@@ -104,9 +25,42 @@ fn condition_error(relation: &str, condition: &str) -> Option<String> {
     )
 }
 
-/// `sync.declare_replicas(relation, live, id)`: the table or view that lists
-/// the replicas, the condition a replica that should receive anything meets,
-/// and its column of replica ids.
+/// One declaration at a time: each reads every declaration and writes them
+/// all back.
+fn lock_declarations() {
+    db::run("SELECT pg_advisory_xact_lock(hashtext('magic_sync.declarations'))");
+}
+
+/// Refuses with every problem: the message names each, the hint says
+/// what to do about each.
+fn refuse_all(problems: Vec<Problem>) -> ! {
+    if let [one] = problems.as_slice() {
+        refuse(one.message.clone(), one.hint.clone());
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("- {}", p.message.trim_start_matches("magic_sync: ")))
+        .collect();
+    let mut hints: Vec<String> = Vec::new();
+    for p in &problems {
+        if !hints.contains(&p.hint) {
+            hints.push(p.hint.clone());
+        }
+    }
+    refuse(
+        format!(
+            "magic_sync: {} problems with the declarations:\n{}",
+            problems.len(),
+            lines.join("\n")
+        ),
+        hints.join("\n"),
+    )
+}
+
+/// `sync.declare_replicas(relation, live, id, partitioned_by)`: the table
+/// or view that lists the replicas, the condition a replica that should
+/// receive anything meets, its column of replica ids, and the column that
+/// splits replicas and rows into partitions.
 #[pg_extern(volatile)]
 fn declare_replicas(
     relation: &str,
@@ -114,32 +68,35 @@ fn declare_replicas(
     id: default!(&str, "'id'"),
     partitioned_by: default!(Option<&str>, "NULL"),
 ) {
-    if partitioned_by.is_some() {
-        refuse(
-            "magic_sync: partitioned_by is not supported yet",
-            "Declare the replicas without partitions for now.",
-        );
-    }
-    let Some(found) = find_relation(relation) else {
+    lock_declarations();
+    let Some(found) = inspect::find_relation(relation) else {
         refuse(
             format!("magic_sync: the replicas' relation {relation} does not exist"),
             "Create the table or view that lists the replicas first, then declare it.",
         );
     };
-    let columns = columns_of(found.oid);
-    match columns.iter().find(|(name, _)| name == id) {
+    let columns = inspect::columns_of(found.oid);
+    match columns.iter().find(|c| c.name == id) {
         None => refuse(
             format!("magic_sync: {} has no column {id}", found.shown),
             "Name the column of replica ids with id => '...'.",
         ),
-        Some((_, ty)) if ty != "uuid" => refuse(
+        Some(c) if c.sql_type != "uuid" => refuse(
             format!(
-                "magic_sync: the column {id} of {} is {ty}, and replica ids are uuid",
-                found.shown
+                "magic_sync: the column {id} of {} is {}, and replica ids are uuid",
+                found.shown, c.sql_type
             ),
             "Replicas are identified by a UUID.",
         ),
         Some(_) => {}
+    }
+    if let Some(partition) = partitioned_by {
+        if !columns.iter().any(|c| c.name == partition) {
+            refuse(
+                format!("magic_sync: partitioned_by: {} has no column {partition}", found.shown),
+                "Name the replicas' column of partitions, which every table that goes down carries too.",
+            );
+        }
     }
     if let Some(error) = condition_error(&found.qualified, live) {
         refuse(
@@ -150,16 +107,27 @@ fn declare_replicas(
             "live => is an SQL condition over the replicas' columns, such as 'active'.",
         );
     }
+    let before = catalog::declared_tables();
     db::run_with(
-        "INSERT INTO sync.replica_source (relation, id_column, live) VALUES ($1, $2, $3) \
+        "INSERT INTO sync.replica_source (relation, id_column, live, partition_column) \
+         VALUES ($1, $2, $3, $4) \
          ON CONFLICT (only_one) DO UPDATE SET relation = excluded.relation, \
-         id_column = excluded.id_column, live = excluded.live, declared_at = now()",
-        &[found.qualified.as_str().into(), id.into(), live.into()],
+         id_column = excluded.id_column, live = excluded.live, \
+         partition_column = excluded.partition_column, declared_at = now()",
+        &[
+            found.qualified.as_str().into(),
+            id.into(),
+            live.into(),
+            partitioned_by.into(),
+        ],
     );
+    apply(check::requests(), None, &before);
 }
 
-/// `sync.declare_table(relation, mirror, sync, ...)`: declares a table whose
-/// rows travel, checks it, and installs its triggers.
+/// `sync.declare_table(relation, mirror, sync, ...)`: declares a table
+/// whose rows travel, checks it, and (unless `install => false`) installs
+/// its triggers and (unless `indexes => false`) the indexes its lookups
+/// need. Declaring a table again replaces its declaration.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile)]
 fn declare_table(
@@ -176,222 +144,235 @@ fn declare_table(
     replica_owned: default!(Option<Vec<String>>, "NULL"),
     active: default!(Option<&str>, "NULL"),
     unmirrored: default!(Option<Vec<String>>, "NULL"),
+    install: default!(bool, "true"),
+    indexes: default!(bool, "true"),
 ) {
-    let Some(found) = find_relation(relation) else {
-        refuse(
-            format!("magic_sync: the table {relation} does not exist"),
-            "Create the table first, then declare it.",
-        );
+    lock_declarations();
+    let request = Request {
+        relation: relation.to_owned(),
+        mirror: mirror.to_owned(),
+        sync: sync.map(str::to_owned),
+        name: name.map(str::to_owned),
+        key,
+        origin: origin.map(str::to_owned),
+        version: version.map(str::to_owned),
+        created: created.map(str::to_owned),
+        desired,
+        apply: apply.map(str::to_owned),
+        replica_owned,
+        active: active.map(str::to_owned),
+        unmirrored,
+        install,
+        indexes,
     };
-    if found.kind != "r" {
-        refuse(
-            format!("magic_sync: {} is not a table", found.shown),
-            "Declare the table itself; a view of what travels is declared with active => later.",
-        );
-    }
-    let mirror = parse_mirror(mirror);
-    for (option, given) in [
-        ("origin", origin.is_some()),
-        ("version", version.is_some()),
-        ("created", created.is_some()),
-        ("desired", desired.is_some()),
-        ("apply", apply.is_some()),
-        ("replica_owned", replica_owned.is_some()),
-        ("active", active.is_some()),
-        ("unmirrored", unmirrored.is_some()),
-    ] {
-        if given {
-            refuse(
-                format!("magic_sync: the option {option} is not supported yet"),
-                "This version declares catalog tables sent with sync => 'broadcast'.",
-            );
-        }
-    }
-    parse_rule(sync);
-    let columns = columns_of(found.oid);
-    let key_columns = key_of(&found, &columns, key);
-    let key_types = key_columns
-        .iter()
-        .map(|column| {
-            let ty = &columns.iter().find(|(c, _)| c == column).expect("a key column").1;
-            key_type_of(ty).unwrap_or_else(|| {
-                refuse(
-                    format!(
-                        "magic_sync: the key column {column} of {} is {ty}; a key is made of uuid and integer columns",
-                        found.shown
-                    ),
-                    "Key the table by a uuid or an integer column.",
-                )
-            })
-        })
+    // Problems of the table itself first: they are what the caller asked
+    // about.
+    let own = match resolve::resolve_one(&request, &resolve::Context::read()) {
+        Ok(own) => own,
+        Err(problems) => refuse_all(problems),
+    };
+    let before = catalog::declared_tables();
+    let mut requests: Vec<Request> = check::requests()
+        .into_iter()
+        .filter(|r| r.relation != own.request.relation)
         .collect();
-    let name = name.unwrap_or(&found.name).to_owned();
-    if name.starts_with("sync_") {
-        refuse(
-            format!("magic_sync: the name {name} begins with sync_, which is the engine's"),
-            "Give the table another name with name => '...'.",
-        );
-    }
-    let declared = Declared {
-        name,
-        relation: found.qualified.clone(),
-        mirror,
-        key_columns,
-        key_types,
-        columns: columns.iter().map(|(c, _)| c.clone()).collect(),
-        column_types: columns.iter().map(|(_, t)| t.clone()).collect(),
-        position: 0,
-    };
-    record_declaration(&declared);
-    install_triggers(&declared);
+    requests.push(own.request.clone());
+    self::apply(requests, Some(&own.request.relation), &before);
 }
 
-/// Writes a declared table's triggers anew, replacing any of the same name.
-fn install_triggers(table: &Declared) {
-    for (_, ddl) in trigger_ddl(table) {
-        db::run(&ddl.replacen("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1));
-    }
-}
-
-fn parse_mirror(mirror: &str) -> Mirror {
-    match mirror {
-        "catalog" => Mirror::Catalog,
-        "record" | "both" | "setting" => refuse(
-            format!("magic_sync: mirror => '{mirror}' is not supported yet"),
-            "This version declares catalog tables (mirror => 'catalog').",
-        ),
-        other => refuse(
-            format!("magic_sync: mirror => '{other}' is none of catalog, record, both, setting"),
-            "mirror says which way a table's rows travel.",
-        ),
-    }
-}
-
-fn parse_rule(sync: Option<&str>) {
-    match sync {
-        Some("broadcast") => {}
-        None => refuse(
-            "magic_sync: a catalog table needs a sync rule",
-            "Say which replicas hold its rows: sync => 'broadcast' sends them to every live replica.",
-        ),
-        Some(other) => refuse(
-            format!("magic_sync: the sync rule '{other}' is not supported yet"),
-            "This version sends catalog tables with sync => 'broadcast'.",
-        ),
-    }
-}
-
-/// The table's key: its primary key, which `key =>`, when given, must name.
-fn key_of(found: &Relation, columns: &[(String, String)], key: Option<Vec<String>>) -> Vec<String> {
-    let primary = primary_key_of(found.oid);
-    if primary.is_empty() {
-        refuse(
-            format!("magic_sync: {} has no primary key", found.shown),
-            "A row travels under its primary key: give the table one.",
-        );
-    }
-    if let Some(key) = key {
-        if let Some(missing) = key.iter().find(|k| !columns.iter().any(|(c, _)| c == *k)) {
-            refuse(
-                format!("magic_sync: {} has no column {missing}", found.shown),
-                "key => names the columns of the table's primary key.",
-            );
-        }
-        if key != primary {
-            refuse(
-                format!(
-                    "magic_sync: key => ({}) is not the primary key of {} ({})",
-                    key.join(", "),
-                    found.shown,
-                    primary.join(", ")
-                ),
-                "key => names the columns of the table's primary key, in its order.",
-            );
-        }
-    }
-    primary
-}
-
-/// Writes the declaration into sync.tables, keeping a table's place in the
-/// order when it is declared again.
-fn record_declaration(table: &Declared) {
-    let clash: Option<String> = db::one(
-        "SELECT relation FROM sync.tables WHERE name = $1 AND relation <> $2",
-        &[table.name.as_str().into(), table.relation.as_str().into()],
+/// `sync.undeclare_table(relation)`: the table travels no more (named as
+/// a relation, or by its declared name: it may be dropped already). The
+/// triggers the engine installed for it are dropped; its notes stay for
+/// the relay, which finds the table gone from the declarations.
+#[pg_extern(volatile)]
+fn undeclare_table(relation: &str) {
+    lock_declarations();
+    let found = inspect::find_relation(relation).map(|f| f.qualified);
+    let declared: Option<String> = db::one(
+        "SELECT relation FROM sync.tables \
+         WHERE relation = $1 OR name = $2 OR replace(relation, '\"', '') = $2",
+        &[found.into(), relation.into()],
     );
-    if let Some(other) = clash {
+    let Some(declared) = declared else {
         refuse(
-            format!("magic_sync: the name {} is taken by {other}", table.name),
-            "Give the table another name with name => '...'.",
+            format!("magic_sync: {relation} is not declared"),
+            "SELECT name, relation FROM sync.tables lists the declared tables.",
         );
-    }
-    let key_types: Vec<String> = table
-        .key_types
-        .iter()
-        .map(|t| catalog::key_type_name(*t).to_owned())
+    };
+    let before = catalog::declared_tables();
+    let rest: Vec<Request> = check::requests()
+        .into_iter()
+        .filter(|r| r.relation != declared)
         .collect();
+    apply(rest, None, &before);
+}
+
+/// Resolves every request together and records them; then writes the
+/// triggers and the indexes the engine looks after. `touched`: the
+/// relation just declared.
+fn apply(requests: Vec<Request>, touched: Option<&str>, before: &[Declared]) {
+    let resolved = match resolve::resolve_all(&requests) {
+        Ok(resolved) => resolved,
+        Err(problems) => refuse_all(problems),
+    };
+    record(&resolved, touched);
+    let tables = catalog::declared_tables();
+    triggers::install(&triggers::expected(&tables), &managed(before, &tables));
+    indexes::create_missing(&tables);
+}
+
+/// The relations whose engine triggers the engine writes and drops: each
+/// table (and its group tables) of a declaration, before or after, made
+/// with install => true.
+fn managed(before: &[Declared], after: &[Declared]) -> Vec<String> {
+    let mut relations = Vec::new();
+    for table in before.iter().chain(after).filter(|t| t.install) {
+        relations.push(table.relation.clone());
+        if let Rule::Grouped { members, assigned } = &table.rule {
+            relations.push(members.relation.clone());
+            relations.push(assigned.relation.clone());
+        }
+    }
+    relations
+}
+
+/// Writes the resolved declarations into sync.tables, sync.table_references
+/// and sync.groups, in place of what was there.
+fn record(resolved: &[Resolved], touched: Option<&str>) {
+    let relations: Vec<String> = resolved.iter().map(|r| r.table.relation.clone()).collect();
     db::run_with(
-        "INSERT INTO sync.tables (name, relation, mirror, rule, key_columns, key_types, \
-         columns, column_types, position) \
-         VALUES ($1, $2, $3, 'broadcast', $4, $5, $6, $7, \
-         (SELECT coalesce(max(position), 0) + 1 FROM sync.tables)) \
+        "DELETE FROM sync.tables WHERE relation <> ALL($1)",
+        &[relations.into()],
+    );
+    db::run("DELETE FROM sync.table_references");
+    db::run("DELETE FROM sync.groups");
+    // Names move between tables only through a moment without either.
+    db::run("UPDATE sync.tables SET name = '#' || relation");
+    for r in resolved {
+        record_table(r, touched == Some(r.table.relation.as_str()));
+    }
+}
+
+fn record_table(r: &Resolved, touched: bool) {
+    let t = &r.table;
+    let rule_columns: Vec<String> = match &t.rule {
+        Rule::Assigned { column } => vec![column.clone()],
+        Rule::Follows { columns, .. } => columns.clone(),
+        _ => Vec::new(),
+    };
+    let key_types: Vec<String> = t.key_types.iter().map(|k| k.name().to_owned()).collect();
+    db::run_with(
+        "INSERT INTO sync.tables (name, relation, mirror, rule, rule_columns, key_columns, key_types, \
+             columns, column_types, partition_column, origin, version, created, desired, apply, \
+             replica_owned, unmirrored, active, install, indexes, table_columns, table_types, \
+             table_not_null, position, request) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+                 $19, $20, $21, $22, $23, $24, $25) \
          ON CONFLICT (relation) DO UPDATE SET name = excluded.name, mirror = excluded.mirror, \
-         rule = excluded.rule, key_columns = excluded.key_columns, key_types = excluded.key_types, \
-         columns = excluded.columns, column_types = excluded.column_types, declared_at = now()",
+             rule = excluded.rule, rule_columns = excluded.rule_columns, \
+             key_columns = excluded.key_columns, key_types = excluded.key_types, \
+             columns = excluded.columns, column_types = excluded.column_types, \
+             partition_column = excluded.partition_column, origin = excluded.origin, \
+             version = excluded.version, created = excluded.created, desired = excluded.desired, \
+             apply = excluded.apply, replica_owned = excluded.replica_owned, \
+             unmirrored = excluded.unmirrored, active = excluded.active, \
+             install = excluded.install, indexes = excluded.indexes, \
+             table_columns = excluded.table_columns, table_types = excluded.table_types, \
+             table_not_null = excluded.table_not_null, position = excluded.position, \
+             request = excluded.request, \
+             declared_at = CASE WHEN $26 THEN now() ELSE sync.tables.declared_at END",
         &[
-            table.name.as_str().into(),
-            table.relation.as_str().into(),
-            table.mirror.name().into(),
-            table.key_columns.clone().into(),
+            t.name.as_str().into(),
+            t.relation.as_str().into(),
+            t.mirror.name().into(),
+            t.rule.kind().into(),
+            rule_columns.into(),
+            t.key_columns.clone().into(),
             key_types.into(),
-            table.columns.clone().into(),
-            table.column_types.clone().into(),
+            t.columns.clone().into(),
+            t.column_types.clone().into(),
+            t.partition.clone().into(),
+            t.origin.clone().into(),
+            t.version.clone().into(),
+            t.created.clone().into(),
+            t.desired.clone().into(),
+            t.apply.map(|a| a.name().to_owned()).into(),
+            t.replica_owned.clone().into(),
+            t.unmirrored.clone().into(),
+            t.active.clone().into(),
+            t.install.into(),
+            t.indexes.into(),
+            r.shape.iter().map(|c| c.name.clone()).collect::<Vec<_>>().into(),
+            r.shape.iter().map(|c| c.sql_type.clone()).collect::<Vec<_>>().into(),
+            r.shape.iter().map(|c| c.not_null).collect::<Vec<_>>().into(),
+            t.position.into(),
+            pgrx::JsonB(r.request.to_json()).into(),
+            touched.into(),
         ],
     );
+    for (position, reference) in t.references.iter().enumerate() {
+        let key_types: Vec<String> = reference
+            .key_types
+            .iter()
+            .map(|k| k.name().to_owned())
+            .collect();
+        db::run_with(
+            "INSERT INTO sync.table_references (table_name, position, constraint_name, columns, \
+                 parent, parent_columns, parent_key_types) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &[
+                t.name.as_str().into(),
+                (position as i32 + 1).into(),
+                reference.constraint.as_str().into(),
+                reference.columns.clone().into(),
+                reference.parent.as_str().into(),
+                reference.parent_columns.clone().into(),
+                key_types.into(),
+            ],
+        );
+    }
+    if let Rule::Grouped { members, assigned } = &t.rule {
+        db::run_with(
+            "INSERT INTO sync.groups (table_name, groups, members, member_row, member_group, \
+                 assigned, assigned_group, assigned_replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                t.name.as_str().into(),
+                members.groups.as_str().into(),
+                members.relation.as_str().into(),
+                members.row.clone().into(),
+                members.group.clone().into(),
+                assigned.relation.as_str().into(),
+                assigned.group.clone().into(),
+                assigned.replica.as_str().into(),
+            ],
+        );
+    }
 }
 
-/// The triggers of a declared table, by name: a row trigger noting every
-/// change, and one refusing TRUNCATE.
-pub fn trigger_ddl(table: &Declared) -> Vec<(&'static str, String)> {
-    let noting = crate::noting::RowNoting {
-        table: &table.name,
-        partition: None,
-        key: table.key_columns.iter().map(String::as_str).collect(),
-        references: vec![],
-        unnoted: vec![],
-    };
-    let args: Vec<String> = noting
-        .arguments()
-        .iter()
-        .map(|a| quote_literal(a))
-        .collect();
-    let on = &table.relation;
-    vec![
-        (
-            "sync_note_row",
-            format!(
-                "CREATE TRIGGER sync_note_row AFTER INSERT OR UPDATE OR DELETE ON {on} \
-                 FOR EACH ROW EXECUTE FUNCTION sync.note_row({});",
-                args.join(", ")
-            ),
-        ),
-        (
-            "sync_refuse_truncate",
-            format!(
-                "CREATE TRIGGER sync_refuse_truncate BEFORE TRUNCATE ON {on} \
-                 FOR EACH STATEMENT EXECUTE FUNCTION sync.refuse_truncate();"
-            ),
-        ),
-    ]
-}
-
-/// `sync.triggers()`: the triggers every declared table needs, for users who
-/// keep them in their own migrations.
+/// `sync.triggers()`: the triggers every declaration needs, one CREATE
+/// TRIGGER a row, for users who keep them in their own migrations.
 #[pg_extern(stable)]
 fn triggers() -> SetOfIterator<'static, String> {
-    let ddl: Vec<String> = catalog::declared_tables()
+    let ddl: Vec<String> = triggers::expected(&catalog::declared_tables())
         .iter()
-        .flat_map(|table| trigger_ddl(table).into_iter().map(|(_, ddl)| ddl))
+        .map(triggers::Expected::ddl)
         .collect();
     SetOfIterator::new(ddl)
+}
+
+/// `sync.indexes()`: the CREATE INDEX statements of the lookups no index of
+/// the database serves, one a row.
+#[pg_extern(stable)]
+fn indexes() -> SetOfIterator<'static, String> {
+    let ddl: Vec<String> = indexes::missing(&catalog::declared_tables())
+        .iter()
+        .map(indexes::Needed::ddl)
+        .collect();
+    SetOfIterator::new(ddl)
+}
+
+/// `sync.declarations_digest()`: the digest of the declarations the relay
+/// compares with the one it last ran with.
+#[pg_extern(stable)]
+fn declarations_digest() -> String {
+    catalog::declarations_digest()
 }

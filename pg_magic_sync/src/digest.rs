@@ -34,7 +34,12 @@ pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
     match replicas {
         Some(r) => line(
             &mut out,
-            &["replicas", &r.relation, &r.id_column, r.partition.as_deref().unwrap_or("")],
+            &[
+                "replicas",
+                &r.relation,
+                &r.id_column,
+                r.partition.as_deref().unwrap_or(""),
+            ],
         ),
         None => line(&mut out, &["replicas"]),
     }
@@ -55,7 +60,10 @@ pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
                 t.partition.as_deref().unwrap_or(""),
             ],
         );
-        line(&mut out, &["columns", &joined(&t.columns), &joined(&t.column_types)]);
+        line(
+            &mut out,
+            &["columns", &joined(&t.columns), &joined(&t.column_types)],
+        );
         match &t.rule {
             Rule::Assigned { column } => line(&mut out, &["rule", "assigned", column]),
             Rule::Follows { columns, .. } => line(&mut out, &["rule", "follows", &joined(columns)]),
@@ -78,7 +86,14 @@ pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
         let mut references: Vec<String> = t
             .references
             .iter()
-            .map(|r| format!("{} -> {} {}", joined(&r.columns), r.parent, joined(&r.parent_columns)))
+            .map(|r| {
+                format!(
+                    "{} -> {} {}",
+                    joined(&r.columns),
+                    r.parent,
+                    joined(&r.parent_columns)
+                )
+            })
             .collect();
         references.sort();
         line(&mut out, &["references", &joined(&references)]);

@@ -81,7 +81,11 @@ pub fn needed(tables: &[Declared]) -> Vec<Needed> {
                 add(&members.relation, &members.row, create);
                 add(&members.relation, &members.group, create);
                 add(&assigned.relation, &assigned.group, create);
-                add(&assigned.relation, std::slice::from_ref(&assigned.replica), create);
+                add(
+                    &assigned.relation,
+                    std::slice::from_ref(&assigned.replica),
+                    create,
+                );
             }
             Rule::None | Rule::Broadcast => {}
         }

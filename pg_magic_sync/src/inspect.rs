@@ -69,6 +69,13 @@ pub fn find_relation_near(name: &str, schema: &str) -> Option<Relation> {
     })
 }
 
+/// A relation schema-qualified and quoted, as messages show it (unquoted).
+pub fn shown(qualified: &str) -> String {
+    find_relation(qualified)
+        .map(|r| r.shown)
+        .unwrap_or_else(|| qualified.to_owned())
+}
+
 pub fn relation_by_oid(oid: pg_sys::Oid) -> Option<Relation> {
     Spi::connect(|client| {
         let mut rows = client
@@ -235,7 +242,7 @@ pub fn engine_triggers() -> Vec<Trigger> {
                 "SELECT t.tgrelid, t.tgname::text, \
                         n.nspname::text || '.' || p.proname::text, t.tgtype, t.tgenabled::text, \
                         t.tgargs, t.tgnargs::int, \
-                        t.tgqual IS NULL AND t.tgattr::int2[] = '{}' AND t.tgoldtable IS NULL \
+                        t.tgqual IS NULL AND t.tgattr::text = '' AND t.tgoldtable IS NULL \
                           AND t.tgnewtable IS NULL AND t.tgconstraint = 0, \
                         pg_get_triggerdef(t.oid) \
                  FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid \

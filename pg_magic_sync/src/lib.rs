@@ -16,9 +16,13 @@
 use pgrx::prelude::*;
 
 mod catalog;
+mod check;
 mod db;
 mod declare;
+mod digest;
 mod envelope;
+mod indexes;
+mod inspect;
 mod load;
 mod noting;
 mod observe;
@@ -28,10 +32,13 @@ mod queue;
 mod receive;
 mod record;
 mod relay;
+mod resolve;
+mod rule_text;
 mod seal;
 mod settings;
 mod steps;
 mod table_sql;
+mod triggers;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -57,6 +64,9 @@ pub extern "C-unwind" fn _PG_init() {
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod declare_tests;
 
 #[cfg(test)]
 pub mod pg_test {

@@ -13,7 +13,7 @@
 
 use std::ffi::CStr;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, Ordering};
 
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
@@ -208,8 +208,7 @@ impl Sink {
     /// index other than plain columns.
     unsafe fn write_directly(&self, values: &[Option<Datum>]) -> bool {
         unsafe {
-            let schema = pg_sys::get_namespace_oid(c"sync".as_ptr(), false);
-            let relid = pg_sys::get_relname_relid(self.table.as_ptr(), schema);
+            let relid = engine_relation(self.table);
             if relid == Oid::INVALID {
                 panic!(
                     "magic_sync: the engine's table sync.{:?} is missing",
@@ -253,7 +252,7 @@ impl Sink {
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return false;
             }
-            let sequence = pg_sys::get_relname_relid(c"note_ids".as_ptr(), schema);
+            let sequence = engine_relation(c"note_ids");
             let id_at = id_at.unwrap_or_default();
             row[id_at] = Datum::from(nextval_internal(sequence, false));
             nulls[id_at] = false;
@@ -263,6 +262,49 @@ impl Sink {
             pg_sys::table_close(rel, pg_sys::NoLock as i32);
             true
         }
+    }
+}
+
+/// The engine's relations a trigger writes to, by name, looked up once
+/// per backend (a catalog lookup per note would cost as much as the rest)
+/// and forgotten when any of them changes: dropped, or made again.
+static ENGINE_RELATIONS: [(&CStr, AtomicU32); 3] = [
+    (c"notes", AtomicU32::new(0)),
+    (c"group_notes", AtomicU32::new(0)),
+    (c"note_ids", AtomicU32::new(0)),
+];
+static FORGETTING: AtomicBool = AtomicBool::new(false);
+
+unsafe extern "C-unwind" fn forget_engine_relations(_arg: Datum, relid: Oid) {
+    let changed = relid == Oid::INVALID
+        || ENGINE_RELATIONS
+            .iter()
+            .any(|(_, cached)| cached.load(Ordering::Relaxed) == relid.to_u32());
+    if changed {
+        for (_, cached) in &ENGINE_RELATIONS {
+            cached.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A relation of schema sync, or InvalidOid.
+unsafe fn engine_relation(name: &CStr) -> Oid {
+    let (_, cached) = ENGINE_RELATIONS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("one of the engine's relations");
+    let known = cached.load(Ordering::Relaxed);
+    if known != 0 {
+        return Oid::from(known);
+    }
+    unsafe {
+        if !FORGETTING.swap(true, Ordering::Relaxed) {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_engine_relations), Datum::from(0));
+        }
+        let schema = pg_sys::get_namespace_oid(c"sync".as_ptr(), false);
+        let relid = pg_sys::get_relname_relid(name.as_ptr(), schema);
+        cached.store(relid.to_u32(), Ordering::Relaxed);
+        relid
     }
 }
 
@@ -549,10 +591,17 @@ struct Note {
 }
 
 impl RowNoting<'_> {
-    unsafe fn note_of(&self, row: &Row, parents_before: Option<Datum>, relation: &str) -> Note {
+    unsafe fn note_of(
+        &self,
+        row: &Row,
+        parents_before: Option<Datum>,
+        data: &pg_sys::TriggerData,
+    ) -> Note {
         let key = unsafe { row.key_text(&self.key) }.unwrap_or_else(|| {
             refuse(
-                format!("magic_sync: a row of {relation} has no key to note it by"),
+                format!("magic_sync: a row of {} has no key to note it by", unsafe {
+                    relation_name(data)
+                }),
                 "The key columns the trigger names are missing or NULL: declare the table again.",
             )
         });
@@ -589,7 +638,7 @@ impl RowNoting<'_> {
         event: u32,
         old: Option<&Row>,
         new: Option<&Row>,
-        relation: &str,
+        relation: &pg_sys::TriggerData,
     ) -> Vec<Note> {
         unsafe {
             match (event, old, new) {
@@ -620,11 +669,17 @@ impl RowNoting<'_> {
     }
 }
 
-/// The relation a trigger fired on, for messages.
+/// The relation a trigger fired on, schema-qualified, for messages.
 unsafe fn relation_name(data: &pg_sys::TriggerData) -> String {
     unsafe {
-        let rel = &*data.tg_relation;
-        pg_sys::name_data_to_str(&(*rel.rd_rel).relname).to_owned()
+        let class = &*(*data.tg_relation).rd_rel;
+        let schema = pg_sys::get_namespace_name(class.relnamespace);
+        let schema = if schema.is_null() {
+            String::new()
+        } else {
+            format!("{}.", CStr::from_ptr(schema).to_string_lossy())
+        };
+        format!("{schema}{}", pg_sys::name_data_to_str(&class.relname))
     }
 }
 
@@ -662,11 +717,10 @@ pub unsafe extern "C-unwind" fn note_row(fcinfo: pg_sys::FunctionCallInfo) -> Da
     unsafe {
         let data = row_trigger(fcinfo, "sync.note_row");
         let args = arguments(&*data.tg_trigger);
-        let relation = relation_name(data);
-        let noting =
-            RowNoting::parse(&args).unwrap_or_else(|| malformed("sync.note_row", &relation));
+        let noting = RowNoting::parse(&args)
+            .unwrap_or_else(|| malformed("sync.note_row", &relation_name(data)));
         let (event, old, new) = versions(data);
-        let notes = noting.notes(event, old.as_ref(), new.as_ref(), &relation);
+        let notes = noting.notes(event, old.as_ref(), new.as_ref(), data);
         if notes.is_empty() {
             return null_trigger_result();
         }
@@ -776,9 +830,8 @@ pub unsafe extern "C-unwind" fn note_group(fcinfo: pg_sys::FunctionCallInfo) -> 
     unsafe {
         let data = row_trigger(fcinfo, "sync.note_group");
         let args = arguments(&*data.tg_trigger);
-        let relation = relation_name(data);
-        let noting =
-            GroupNoting::parse(&args).unwrap_or_else(|| malformed("sync.note_group", &relation));
+        let noting = GroupNoting::parse(&args)
+            .unwrap_or_else(|| malformed("sync.note_group", &relation_name(data)));
         let (event, old, new) = versions(data);
         let notes = noting.notes(event, old.as_ref(), new.as_ref());
         if notes.is_empty() {

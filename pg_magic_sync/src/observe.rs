@@ -4,6 +4,7 @@
 //! being live, or is gone, is forgotten: nothing recorded as held by it and
 //! nothing waiting for it.
 
+use crate::catalog::{self, Replicas};
 use crate::db;
 use crate::table_sql::quote_ident;
 
@@ -14,36 +15,15 @@ pub struct Observed {
     pub forgotten: i64,
 }
 
-/// Where the replicas are: sync.replica_source.
-struct Source {
-    relation: String,
-    id_column: String,
-    live: String,
-}
-
-fn source() -> Option<Source> {
-    pgrx::Spi::connect(|client| {
-        let mut rows = client
-            .select(
-                "SELECT relation, id_column, live FROM sync.replica_source",
-                Some(1),
-                &[],
-            )
-            .expect("reads sync.replica_source");
-        rows.next().map(|row| Source {
-            relation: row.get(1).ok().flatten().unwrap_or_default(),
-            id_column: row.get(2).ok().flatten().unwrap_or_default(),
-            live: row.get(3).ok().flatten().unwrap_or_default(),
-        })
-    })
-}
-
+/// A replica that became live, or moved to another partition, is
+/// provisioned from scratch.
 const BECOME_LIVE: &str = "\
     WITH back AS ( \
-        INSERT INTO sync.replicas AS s (id, live, provision) \
-        SELECT id, true, true FROM sync_pass_live \
-        ON CONFLICT (id) DO UPDATE SET live = true, provision = true, seen_at = now() \
-        WHERE NOT s.live RETURNING 1) \
+        INSERT INTO sync.replicas AS s (id, live, provision, partition) \
+        SELECT id, true, true, partition FROM sync_pass_live \
+        ON CONFLICT (id) DO UPDATE SET live = true, provision = true, \
+            partition = excluded.partition, seen_at = now() \
+        WHERE NOT s.live OR s.partition IS DISTINCT FROM excluded.partition RETURNING 1) \
     SELECT count(*) FROM back";
 
 const FORGET: &str = "\
@@ -62,23 +42,34 @@ const DROP_SUPERSEDED: &str = "\
     DELETE FROM sync.outbox o USING sync.replicas s \
     WHERE s.live AND s.provision AND o.replica = s.id AND o.kind <> 'filed'";
 
-/// The live replicas, as `sync_pass_live`: none until they are declared.
-fn live_replicas_sql(source: Option<Source>) -> String {
+/// The live replicas and their partitions, as `sync_pass_live`: none until
+/// they are declared.
+fn live_replicas_sql(source: Option<Replicas>) -> String {
     match source {
         Some(source) => format!(
             "CREATE TEMP TABLE sync_pass_live ON COMMIT DROP AS \
-             SELECT DISTINCT (r.{id})::uuid AS id FROM {rel} AS r WHERE ({live}) AND r.{id} IS NOT NULL",
+             SELECT DISTINCT ON (id) (r.{id})::uuid AS id, {partition} AS partition \
+             FROM {rel} AS r WHERE ({live}) AND r.{id} IS NOT NULL",
             id = quote_ident(&source.id_column),
+            partition = source
+                .partition
+                .as_ref()
+                .map_or("NULL::text".to_owned(), |p| format!(
+                    "(r.{})::text",
+                    quote_ident(p)
+                )),
             rel = source.relation,
             live = source.live,
         ),
-        None => "CREATE TEMP TABLE sync_pass_live (id uuid) ON COMMIT DROP".to_owned(),
+        None => {
+            "CREATE TEMP TABLE sync_pass_live (id uuid, partition text) ON COMMIT DROP".to_owned()
+        }
     }
 }
 
 /// Compares the live replicas with what the last pass saw.
 pub fn observe_replicas() -> Observed {
-    db::run(&live_replicas_sql(source()));
+    db::run(&live_replicas_sql(catalog::replicas()));
     let became_live = db::one::<i64>(BECOME_LIVE, &[]).unwrap_or(0);
     let forgotten = db::one::<i64>(FORGET, &[]).unwrap_or(0);
     db::run(DROP_SUPERSEDED);

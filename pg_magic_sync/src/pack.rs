@@ -1,9 +1,9 @@
 //! Packing planned rows into message bodies under the transport's limits.
 //!
-//! Rows come in the order they must be applied: deletes children first,
-//! then upserts parents first. Consecutive rows of one table share a part,
-//! and a table's upserts join the part that holds its deletes, so a unique
-//! value one row lets go of is free for another in the same message.
+//! Rows come in the order they must be applied: upserts parents first, then
+//! deletes children first. Consecutive rows of one table share a part (and
+//! a table's upserts join a part that holds its deletes, whose keys the
+//! replica lets go of first).
 
 use prost::encoding::encoded_len_varint;
 

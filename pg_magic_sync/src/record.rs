@@ -35,7 +35,16 @@ pub struct Recorded {
     pub messages: i64,
     pub bodies: i64,
     pub provisioned: i64,
-    pub too_large: Vec<String>,
+}
+
+/// A row no message can carry, even alone: it must be set aside, and the
+/// pass planned again around it.
+#[derive(Debug)]
+pub struct TooLarge {
+    pub table: String,
+    pub key: String,
+    pub note: i64,
+    pub reason: String,
 }
 
 /// Replicas with the same plan share a cohort. Plans are compared by their
@@ -106,17 +115,22 @@ pub fn form_cohorts() -> i64 {
     db::one::<i64>("SELECT count(*) FROM sync_pass_representatives", &[]).unwrap_or(0)
 }
 
-/// Packs, numbers, seals and records every cohort's messages.
+/// Packs, numbers, seals and records every cohort's messages. When a row no
+/// message can carry turns up, the pass goes on to find every such row, and
+/// then fails with them all (sql/relay.sql sets them aside and plans again).
 pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits) -> Recorded {
     db::run(FORGET_PROVISIONED);
     let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables));
     let mut too_large = Vec::new();
     for (cohort, parts) in parts_by_cohort() {
         let mut packing = Packing::new(cohort, limits);
-        // Deletes children first, then upserts parents first.
-        let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
+        // Parents' rows first, then deletes, children first: a row that
+        // moves to another parent points at the new one before the old one
+        // goes. (A unique value a delete frees for an upsert is taken when
+        // the replica tries the upsert again after the whole message.)
         let upserts = tables.iter().map(|t| (t, Op::Upsert));
-        for (table, op) in deletes.chain(upserts) {
+        let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
+        for (table, op) in upserts.chain(deletes) {
             let Some(representative) = parts.get(&(table.name.clone(), op)) else {
                 continue;
             };
@@ -128,7 +142,6 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits) -> Recorded {
                 |rows| {
                     for row in rows {
                         if let Err(refused) = packing.push(row, &mut writer) {
-                            pgrx::warning!("magic_sync: {refused}; it is not sent");
                             too_large.push(refused);
                         }
                     }
@@ -138,7 +151,26 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits) -> Recorded {
         }
         packing.finish(&mut writer);
     }
-    writer.finish(too_large)
+    if !too_large.is_empty() {
+        refuse_the_pass(&too_large);
+    }
+    writer.finish()
+}
+
+/// Fails the pass, naming the rows no message can carry.
+fn refuse_the_pass(rows: &[TooLarge]) -> ! {
+    let detail: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| serde_json::json!({"table": r.table, "key": r.key, "note": r.note, "reason": r.reason}))
+        .collect();
+    pgrx::pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!("magic_sync: rows no message can carry: {}", rows.len()),
+        "magic_sync",
+    )
+    .set_detail(serde_json::Value::Array(detail).to_string())
+    .report(PgLogLevel::ERROR);
+    unreachable!("an ERROR does not return")
 }
 
 /// Per cohort, the (table, op) parts it has rows of, and the replica whose
@@ -243,7 +275,7 @@ impl Packing {
         }
     }
 
-    fn push(&mut self, row: Planned, writer: &mut Writer) -> Result<(), String> {
+    fn push(&mut self, row: Planned, writer: &mut Writer) -> Result<(), TooLarge> {
         if row.op == Op::Upsert && row.bytes.is_none() {
             // Gone since the plan read it: nothing to send.
             return Ok(());
@@ -263,7 +295,12 @@ impl Packing {
                 self.open.push(carried);
                 Ok(())
             }
-            Err(too_large) => Err(too_large.to_string()),
+            Err(too_large) => Err(TooLarge {
+                reason: too_large.to_string(),
+                table: too_large.table,
+                key: too_large.key,
+                note: carried.note,
+            }),
         }
     }
 
@@ -449,7 +486,7 @@ impl<'e> Writer<'e> {
 
     /// Writes what waits, ends the snapshot of every member whose cohort had
     /// nothing to send, and moves every member's chain forward.
-    fn finish(mut self, too_large: Vec<String>) -> Recorded {
+    fn finish(mut self) -> Recorded {
         let unended: Vec<i32> = self
             .cohorts
             .iter()
@@ -467,7 +504,6 @@ impl<'e> Writer<'e> {
             .flatten()
             .filter(|m| m.provision)
             .count() as i64;
-        self.recorded.too_large = too_large;
         self.recorded
     }
 }

@@ -3,6 +3,8 @@
 //! replicas, plan, load, record, and mark the notes done, all in that one
 //! transaction, before anything is published.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use pgrx::prelude::*;
 use serde_json::json;
 use uuid::Uuid;
@@ -19,7 +21,8 @@ use crate::steps::Steps;
 
 /// The notes planned are done with: what they asked for is recorded.
 const DELETE_PLANNED_NOTES: &str = "\
-    DELETE FROM sync.notes n USING sync_pass_notes p WHERE n.id = p.id";
+    DELETE FROM sync.notes n USING sync_pass_notes p WHERE n.ctid = p.at; \
+    DELETE FROM sync.group_notes n USING sync_pass_group_notes p WHERE n.id = p.id";
 
 /// Bodies no message carries any more.
 const DROP_UNCARRIED_BODIES: &str = "\
@@ -35,7 +38,16 @@ fn drop_pass_tables() {
         "sync_pass_representatives",
     ];
     tables.extend(plan::PASS_TABLES);
-    db::run(&format!("DROP TABLE IF EXISTS {}", tables.join(", ")));
+    let names: Vec<String> = tables.iter().map(|t| t.to_string()).collect();
+    // Only those this pass made: DROP ... IF EXISTS would talk about the rest.
+    let made: Option<String> = db::one(
+        "SELECT string_agg(quote_ident(relname), ', ') FROM pg_class \
+         WHERE relnamespace = pg_my_temp_schema() AND relname = ANY($1)",
+        &[names.into()],
+    );
+    if let Some(made) = made {
+        db::run(&format!("DROP TABLE {made}"));
+    }
 }
 
 /// A live replica whose chain is in another epoch than the current one
@@ -43,6 +55,34 @@ fn drop_pass_tables() {
 const PROVISION_OTHER_EPOCHS: &str = "\
     UPDATE sync.replicas SET provision = true \
     WHERE live AND NOT provision AND epoch IS DISTINCT FROM $1";
+
+/// When the declarations changed since the last pass (a table routed
+/// otherwise, mirrored for the first time or no more, a column added), what
+/// every replica holds may be wrong: every live replica is provisioned
+/// again, and what was kept of tables no longer declared is let go.
+fn provision_all_if_redeclared() -> bool {
+    let digest = catalog::declarations_digest();
+    let last: Option<String> = db::one("SELECT declared FROM sync.relay_state", &[]);
+    db::run_with(
+        "UPDATE sync.relay_state SET declared = $1",
+        &[digest.as_str().into()],
+    );
+    if last.is_none_or(|last| last == digest) {
+        return false;
+    }
+    pgrx::warning!(
+        "magic_sync: the declarations changed since the last pass: every live replica is provisioned again"
+    );
+    db::run("UPDATE sync.replicas SET provision = true WHERE live");
+    db::run(
+        "DELETE FROM sync.held h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \
+         DELETE FROM sync.quarantine q WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = q.table_name)",
+    );
+    true
+}
+
+/// Whether this session has run a pass: the first one is a relay starting.
+static RELAYED_IN_THIS_SESSION: AtomicBool = AtomicBool::new(false);
 
 /// The current epoch, begun the first time it is needed.
 pub fn current_epoch() -> Epoch {
@@ -78,14 +118,21 @@ fn begin_epoch() -> Epoch {
 /// `sync.relay()`, which gives it its transaction; answers what it did.
 #[pg_extern(volatile)]
 fn record_pass() -> pgrx::JsonB {
+    // Nothing runs on a database that is not as the declarations say: the
+    // refusal names every problem and what fixes it.
+    catalog::check_before_relay();
     let mut steps = Steps::start();
     let epoch = current_epoch();
     let observed = observe::observe_replicas();
     db::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
+    let redeclared = provision_all_if_redeclared();
     steps.end("observe");
     let tables = catalog::declared_tables();
     let planned: Vec<plan::PlanTable> = tables.iter().map(plan::PlanTable::from_declared).collect();
-    let notes = plan::plan(&planned, i64::from(settings::NOTES_PER_PASS.get()));
+    // A relay that starts tries again whatever was set aside: a deploy may
+    // have fixed it.
+    let starts = !RELAYED_IN_THIS_SESSION.swap(true, Ordering::Relaxed);
+    let notes = plan::plan(&planned, i64::from(settings::NOTES_PER_PASS.get()), starts);
     steps.end("plan");
     let cohorts = record::form_cohorts();
     steps.end("cohorts");
@@ -104,7 +151,8 @@ fn record_pass() -> pgrx::JsonB {
         "provisioned": recorded.provisioned,
         "messages": recorded.messages,
         "bodies": recorded.bodies,
-        "too_large": recorded.too_large,
+        "redeclared": redeclared,
+        "set_aside": db::one::<i64>("SELECT count(*) FROM sync.quarantine", &[]).unwrap_or(0),
     });
     if settings::PASS_TIMINGS.get() {
         summary["took_ms"] = steps.into_json();

@@ -230,7 +230,10 @@ impl Checker<'_> {
             Some(c) => Some(c.clone()),
             None => {
                 let message = format!("magic_sync: {option}: {} has no column {name}", self.shown);
-                self.add(message, "Name a column of the table, spelled as it is (names are not folded).");
+                self.add(
+                    message,
+                    "Name a column of the table, spelled as it is (names are not folded).",
+                );
                 None
             }
         }
@@ -242,7 +245,7 @@ impl Checker<'_> {
         for (what, columns) in taken {
             if columns.iter().any(|c| c == name) {
                 let message = format!("magic_sync: {option}: {name} is {what}");
-                self.add(message, format!("A column of {what} cannot also be named by {option}."));
+                self.add(message, "A column plays one part in a declaration.");
             }
         }
     }
@@ -311,7 +314,10 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
 
     // Options the mirror does not take.
     let given = [
-        ("sync", request.sync.is_some() && request.sync.as_deref() != Some("none")),
+        (
+            "sync",
+            request.sync.is_some() && request.sync.as_deref() != Some("none"),
+        ),
         ("active", request.active.is_some()),
         ("replica_owned", request.replica_owned.is_some()),
         ("version", request.version.is_some()),
@@ -322,7 +328,10 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
     for (option, is_given) in given {
         if is_given && !allowed(mirror, option) {
             check.add(
-                format!("magic_sync: {option}: a {} table has no {option}", mirror.name()),
+                format!(
+                    "magic_sync: {option}: mirror => '{}' takes no {option}",
+                    mirror.name()
+                ),
                 mirror_hint(mirror),
             );
         }
@@ -360,7 +369,10 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
         if let Some(column) = check.named("origin", origin) {
             if column.sql_type != "uuid" {
                 check.add(
-                    format!("magic_sync: origin: the column {origin} is {}, and replica ids are uuid", column.sql_type),
+                    format!(
+                        "magic_sync: origin: the column {origin} is {}, and replica ids are uuid",
+                        column.sql_type
+                    ),
                     "origin names the column of the replica a row belongs to.",
                 );
             }
@@ -385,7 +397,7 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                 );
             }
             let taken = [
-                ("the key", key_columns.clone()),
+                ("a key column", key_columns.clone()),
                 ("the origin", request.origin.iter().cloned().collect()),
             ];
             check.not_among("version", version, &taken);
@@ -401,7 +413,7 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
     if let Some(created) = &request.created {
         if check.named("created", created).is_some() {
             let taken = [
-                ("the key", key_columns.clone()),
+                ("a key column", key_columns.clone()),
                 ("the version", request.version.iter().cloned().collect()),
                 ("the origin", request.origin.iter().cloned().collect()),
             ];
@@ -419,10 +431,13 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
     }
     for (i, column) in desired.iter().enumerate() {
         if desired[..i].contains(column) {
-            check.add(format!("magic_sync: desired: {column} is named twice"), "Name each column once.");
+            check.add(
+                format!("magic_sync: desired: {column} is named twice"),
+                "Name each column once.",
+            );
         } else if check.named("desired", column).is_some() {
             let taken = [
-                ("the key", key_columns.clone()),
+                ("a key column", key_columns.clone()),
                 ("the version", request.version.iter().cloned().collect()),
                 ("the origin", request.origin.iter().cloned().collect()),
             ];
@@ -529,7 +544,15 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                 members,
                 assigned,
                 replica,
-            } => match groups(&mut check, &found, &key_columns, context, members, assigned, replica.as_deref()) {
+            } => match groups(
+                &mut check,
+                &found,
+                &key_columns,
+                context,
+                members,
+                assigned,
+                replica.as_deref(),
+            ) {
                 Some((members, assigned)) => {
                     request.sync = Some(
                         RuleText::Grouped {
@@ -600,10 +623,10 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
     for column in &replica_owned {
         if check.named("replica_owned", column).is_some() {
             let taken = [
-                ("the key", key_columns.clone()),
+                ("a key column", key_columns.clone()),
                 ("the origin", request.origin.iter().cloned().collect()),
                 ("the partition column", partition.iter().cloned().collect()),
-                ("the rule's", rule_columns.clone()),
+                ("the rule's column", rule_columns.clone()),
             ];
             check.not_among("replica_owned", column, &taken);
         }
@@ -614,14 +637,17 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
     for column in &unmirrored {
         if let Some(c) = check.named("unmirrored", column) {
             let taken = [
-                ("the key", key_columns.clone()),
+                ("a key column", key_columns.clone()),
                 ("the origin", request.origin.iter().cloned().collect()),
                 ("the version", request.version.iter().cloned().collect()),
-                ("the created column", request.created.iter().cloned().collect()),
-                ("desired", desired.clone()),
-                ("replica-owned", replica_owned.clone()),
+                (
+                    "the created column",
+                    request.created.iter().cloned().collect(),
+                ),
+                ("a desired column", desired.clone()),
+                ("a replica-owned column", replica_owned.clone()),
                 ("the partition column", partition.iter().cloned().collect()),
-                ("the rule's", rule_columns.clone()),
+                ("the rule's column", rule_columns.clone()),
             ];
             check.not_among("unmirrored", column, &taken);
             if matches!(mirror, Mirror::Record | Mirror::Setting) && c.not_null && !c.has_default {
@@ -633,7 +659,10 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
         }
     }
 
-    let travelling: Vec<&Column> = shape.iter().filter(|c| !unmirrored.contains(&c.name)).collect();
+    let travelling: Vec<&Column> = shape
+        .iter()
+        .filter(|c| !unmirrored.contains(&c.name))
+        .collect();
     let problems = check.problems;
     if !problems.is_empty() {
         return Err(problems);
@@ -743,7 +772,10 @@ fn groups(
     replica: Option<&str>,
 ) -> Option<(Members, Assignments)> {
     let option = |which: &str, name: &str| format!("sync => 'grouped(...)': {which} => {name}");
-    let find = |check: &mut Checker, which: &str, name: &str| match inspect::find_relation_near(name, &grouped.schema) {
+    let find = |check: &mut Checker, which: &str, name: &str| match inspect::find_relation_near(
+        name,
+        &grouped.schema,
+    ) {
         Some(r) if r.is_table() && r.oid != grouped.oid => Some(r),
         Some(r) => {
             check.add(
@@ -754,7 +786,10 @@ fn groups(
         }
         None => {
             check.add(
-                format!("magic_sync: {}: there is no such table", option(which, name)),
+                format!(
+                    "magic_sync: {}: there is no such table",
+                    option(which, name)
+                ),
                 "Create the group tables first.",
             );
             None
@@ -765,7 +800,10 @@ fn groups(
     let (members_table, assigned_table) = (members_table?, assigned_table?);
     if members_table.oid == assigned_table.oid {
         check.add(
-            format!("magic_sync: sync => 'grouped(...)': members and assigned are both {}", members_table.shown),
+            format!(
+                "magic_sync: sync => 'grouped(...)': members and assigned are both {}",
+                members_table.shown
+            ),
             "Members (rows in groups) and assignments (groups given to replicas) are two tables.",
         );
         return None;
@@ -992,7 +1030,8 @@ pub fn resolve_all(requests: &[Request]) -> Result<Vec<Resolved>, Vec<Problem>> 
     }
     check_names(&resolved, &mut problems);
     let partition = context.replicas.as_ref().and_then(|r| r.partition.clone());
-    let by_oid: BTreeMap<u32, &Resolved> = resolved.iter().map(|r| (r.found.oid.to_u32(), r)).collect();
+    let by_oid: BTreeMap<u32, &Resolved> =
+        resolved.iter().map(|r| (r.found.oid.to_u32(), r)).collect();
     let references: Vec<Vec<Reference>> = resolved
         .iter()
         .map(|r| references_of(r, &by_oid, partition.as_deref(), &mut problems))
@@ -1026,7 +1065,10 @@ fn check_names(resolved: &[Resolved], problems: &mut Vec<Problem>) {
         for b in &resolved[..i] {
             if a.table.name == b.table.name {
                 problems.push(problem(
-                    format!("magic_sync: the name {} is taken by {}", a.table.name, b.found.shown),
+                    format!(
+                        "magic_sync: the name {} is taken by {}",
+                        a.table.name, b.found.shown
+                    ),
                     "Give the table another name with name => '...'.",
                 ));
             }
@@ -1052,7 +1094,10 @@ fn link_follows(table: &mut Resolved, problems: &mut Vec<Problem>) {
         ));
     } else if table.table.references[reference].parent == table.table.name {
         problems.push(problem(
-            format!("magic_sync: {option}: {} would follow itself", table.found.shown),
+            format!(
+                "magic_sync: {option}: {} would follow itself",
+                table.found.shown
+            ),
             "A row follows a row of another table.",
         ));
     }
@@ -1104,7 +1149,8 @@ fn check_group_tables(resolved: &[Resolved], problems: &mut Vec<Problem>) {
         if kinds.len() > 1 || members > 1 {
             problems.push(problem(
                 format!(
-                    "magic_sync: {relation} is a group table of {}",
+                    "magic_sync: {} is a group table of {}",
+                    inspect::shown(relation),
                     uses.iter()
                         .map(|(k, t)| format!("{t} ({k})"))
                         .collect::<Vec<_>>()
@@ -1115,7 +1161,10 @@ fn check_group_tables(resolved: &[Resolved], problems: &mut Vec<Problem>) {
         }
         if resolved.iter().any(|r| r.table.relation == relation) {
             problems.push(problem(
-                format!("magic_sync: {relation} is declared, and a group table too"),
+                format!(
+                    "magic_sync: {} is declared, and a group table too",
+                    inspect::shown(relation)
+                ),
                 "A group table says which rows go where; it does not travel itself.",
             ));
         }

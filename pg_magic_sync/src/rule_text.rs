@@ -107,7 +107,9 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
         _ => {}
     }
     let Some((name, inside)) = call(text) else {
-        return Err("it is none of broadcast, none, assigned(...), follows(...), grouped(...)".to_owned());
+        return Err(
+            "it is none of broadcast, none, assigned(...), follows(...), grouped(...)".to_owned(),
+        );
     };
     match name {
         "assigned" => {
@@ -138,7 +140,11 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
                         assigned = Some(relation);
                         replica = column;
                     }
-                    other => return Err(format!("grouped(...) takes members and assigned, not {other}")),
+                    other => {
+                        return Err(format!(
+                            "grouped(...) takes members and assigned, not {other}"
+                        ))
+                    }
                 }
             }
             match (members, assigned) {
@@ -150,7 +156,9 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
                 _ => Err("grouped(...) needs both members => ... and assigned => ...".to_owned()),
             }
         }
-        other => Err(format!("{other}(...) is none of assigned, follows, grouped")),
+        other => Err(format!(
+            "{other}(...) is none of assigned, follows, grouped"
+        )),
     }
 }
 
@@ -176,7 +184,10 @@ impl RuleText {
             RuleText::Assigned(c) => format!("assigned({})", show_column(c)),
             RuleText::Follows(cs) => format!(
                 "follows({})",
-                cs.iter().map(|c| show_column(c)).collect::<Vec<_>>().join(", ")
+                cs.iter()
+                    .map(|c| show_column(c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             RuleText::Grouped {
                 members,
@@ -211,7 +222,10 @@ mod tests {
         );
         assert_eq!(
             parse("follows(company_id, region_id)"),
-            Ok(RuleText::Follows(vec!["company_id".into(), "region_id".into()]))
+            Ok(RuleText::Follows(vec![
+                "company_id".into(),
+                "region_id".into()
+            ]))
         );
     }
 
@@ -226,7 +240,9 @@ mod tests {
             })
         );
         assert_eq!(
-            parse("grouped(members = shop.list_members, assigned = \"shop\".\"a, b\"(register_id))"),
+            parse(
+                "grouped(members = shop.list_members, assigned = \"shop\".\"a, b\"(register_id))"
+            ),
             Ok(RuleText::Grouped {
                 members: "shop.list_members".into(),
                 assigned: "\"shop\".\"a, b\"".into(),
@@ -251,10 +267,14 @@ mod tests {
 
     #[test]
     fn what_is_no_rule_says_why() {
-        assert!(parse("everywhere").unwrap_err().contains("none of broadcast"));
+        assert!(parse("everywhere")
+            .unwrap_err()
+            .contains("none of broadcast"));
         assert!(parse("assigned(a, b)").unwrap_err().contains("one column"));
         assert!(parse("grouped(members => m)").unwrap_err().contains("both"));
-        assert!(parse("grouped(groups => g, assigned => a)").unwrap_err().contains("not groups"));
+        assert!(parse("grouped(groups => g, assigned => a)")
+            .unwrap_err()
+            .contains("not groups"));
         assert!(parse("sent(x)").unwrap_err().contains("sent(...)"));
         assert!(parse("assigned()").is_err());
     }

@@ -8,6 +8,7 @@ pub static MESSAGE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAUL
 pub static MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.bytes as i32);
 pub static NOTES_PER_PASS: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 pub static PASS_TIMINGS: GucSetting<bool> = GucSetting::<bool>::new(false);
+pub static RETRY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(3600);
 
 pub fn define() {
     GucRegistry::define_int_guc(
@@ -39,6 +40,16 @@ pub fn define() {
         i32::MAX,
         GucContext::Userset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.retry_every",
+        c"Seconds between tries of what was set aside (rows no message could carry).",
+        c"A relay that starts tries them at once; sync.retry() after a deploy does too.",
+        &RETRY_EVERY,
+        1,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
     );
     GucRegistry::define_bool_guc(
         c"magic_sync.pass_timings",

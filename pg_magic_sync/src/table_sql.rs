@@ -24,19 +24,6 @@ pub fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote_ident(schema), quote_ident(table))
 }
 
-/// The row's key in the key text form, for rows of `alias`.
-pub fn key_text(table: &Declared, alias: &str) -> String {
-    let parts: Vec<String> = table
-        .key_columns
-        .iter()
-        .map(|c| format!("({alias}.{})::text", quote_ident(c)))
-        .collect();
-    match parts.as_slice() {
-        [one] => one.clone(),
-        _ => format!("concat_ws('|', {})", parts.join(", ")),
-    }
-}
-
 /// A condition true of the row of `alias` whose key text is `key`, written
 /// so the table's primary key index serves it.
 pub fn key_matches(table: &Declared, alias: &str, key: &str) -> String {
@@ -121,7 +108,7 @@ mod tests {
                 "bigint".into(),
                 "timestamp with time zone".into(),
             ],
-            position: 0,
+            ..Declared::default()
         }
     }
 
@@ -142,8 +129,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_of_one_column_is_its_text() {
-        assert_eq!(key_text(&products(), "t"), "(t.\"id\")::text");
+    fn a_key_of_one_column_matches_its_text() {
         assert_eq!(
             key_matches(&products(), "t", "k.key"),
             "t.\"id\" = (k.key)::uuid"
@@ -151,11 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn a_key_of_several_columns_is_joined_by_a_bar() {
-        assert_eq!(
-            key_text(&lines(), "t"),
-            "concat_ws('|', (t.\"order_id\")::text, (t.\"line\")::text)"
-        );
+    fn a_key_of_several_columns_matches_its_parts() {
         assert_eq!(
             key_matches(&lines(), "t", "k.key"),
             "t.\"order_id\" = (split_part(k.key, '|', 1))::uuid AND \

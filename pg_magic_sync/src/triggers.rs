@@ -39,7 +39,13 @@ pub struct Expected {
 }
 
 impl Expected {
-    fn note(relation: &str, name: &'static str, function: &'static str, arguments: Vec<String>, install: bool) -> Expected {
+    fn note(
+        relation: &str,
+        name: &'static str,
+        function: &'static str,
+        arguments: Vec<String>,
+        install: bool,
+    ) -> Expected {
         Expected {
             relation: relation.to_owned(),
             name,
@@ -126,7 +132,11 @@ pub fn expected(tables: &[Declared]) -> Vec<Expected> {
             table.install,
         ));
         triggers.push(Expected::refuse_truncate(&table.relation, table.install));
-        if let Rule::Grouped { members, assigned: a } = &table.rule {
+        if let Rule::Grouped {
+            members,
+            assigned: a,
+        } = &table.rule
+        {
             let noting = GroupNoting::Members {
                 grouped: &table.name,
                 group: members.group.iter().map(String::as_str).collect(),
@@ -143,7 +153,10 @@ pub fn expected(tables: &[Declared]) -> Vec<Expected> {
             if triggers.iter().any(|t| t.relation == a.relation) {
                 continue;
             }
-            let mut grouped = assigned.get(a.relation.as_str()).cloned().unwrap_or_default();
+            let mut grouped = assigned
+                .get(a.relation.as_str())
+                .cloned()
+                .unwrap_or_default();
             grouped.sort();
             let noting = GroupNoting::Assignments {
                 replica: &a.replica,
@@ -185,7 +198,12 @@ pub enum Finding<'a> {
 pub fn findings<'a>(expected: &'a [Expected], existing: &'a [Trigger]) -> Vec<Finding<'a>> {
     let oids: BTreeMap<&str, Option<pgrx::pg_sys::Oid>> = expected
         .iter()
-        .map(|e| (e.relation.as_str(), inspect::find_relation(&e.relation).map(|r| r.oid)))
+        .map(|e| {
+            (
+                e.relation.as_str(),
+                inspect::find_relation(&e.relation).map(|r| r.oid),
+            )
+        })
         .collect();
     let mut findings = Vec::new();
     for e in expected {
@@ -241,10 +259,16 @@ pub fn install(expected: &[Expected], managed: &[String]) {
     for finding in findings(expected, &existing) {
         match finding {
             Finding::Missing(e) | Finding::Different(e, _) if e.install => {
-                db::run(&e.ddl().replacen("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1));
+                db::run(
+                    &e.ddl()
+                        .replacen("CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1),
+                );
             }
             Finding::NotEnabled(e, _) if e.install => {
-                db::run(&format!("ALTER TABLE {} ENABLE TRIGGER {};", e.relation, e.name));
+                db::run(&format!(
+                    "ALTER TABLE {} ENABLE TRIGGER {};",
+                    e.relation, e.name
+                ));
             }
             Finding::Unexpected(t) if managed_oids.contains(&t.relation) => db::run(&drop_ddl(t)),
             _ => {}
@@ -348,7 +372,15 @@ mod tests {
         );
         assert_eq!(
             triggers[4].arguments,
-            ["assigned", "register_id", "1", "list_id", "2", "customers", "products"]
+            [
+                "assigned",
+                "register_id",
+                "1",
+                "list_id",
+                "2",
+                "customers",
+                "products"
+            ]
         );
         assert_eq!(
             triggers[2].arguments,

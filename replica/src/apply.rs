@@ -5,7 +5,10 @@
 //! nearly every row is taken, and a savepoint per row is most of the cost.
 //! When a statement of it fails, the part is undone and applied again
 //! carefully, each row in a savepoint of its own, so that a row the
-//! database refuses is left as it was and the rest applies.
+//! database refuses is left as it was and the rest applies. (The only part
+//! of a message the server writes goes straight through with no savepoint
+//! at all: when a statement of it fails, the message is applied again,
+//! carefully.)
 //!
 //! A refused row is tried again once the rest of its part is in, and again
 //! once the whole message is, while that takes one more: it may point at a
@@ -15,19 +18,21 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-use magic_sync_proto::key::{self, KeyPart};
+use magic_sync_proto::key::{self, KeyError, KeyPart, KeyType};
 use magic_sync_proto::wire::{Down, DownTable};
-use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::{params_from_iter, Connection};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params_from_iter, CachedStatement, Connection};
 
 use crate::check::Head;
 use crate::faults::Tracker;
 use crate::let_go::{self, Doomed, World};
 use crate::links::Link;
 use crate::outcome::{holds, Outcome};
-use crate::row_json::{cell_to_sql, key_of_sql, key_to_sql};
+use crate::row_json::key_to_sql;
 use crate::shape::Shape;
-use crate::sql::{attempt, is_storage_failure, quote, Attempt, Failure};
+use crate::snapshot::PartKeys;
+use crate::sql::{attempt, is_storage_failure, Attempt, Failure};
+use crate::upsert::{self, Bound, Reader, Row};
 use crate::{notes, snapshot, Mirror};
 
 /// A place in a message: a row, or a group of rows let go of together.
@@ -97,8 +102,11 @@ pub(crate) enum Stop {
     /// the spot done differently.
     TransactionLost(Spot, String),
     /// A statement failed while a part went straight through: undo the
-    /// part and apply it carefully.
+    /// part and apply it carefully (the message's only part: the message).
     Careful,
+    /// The transaction ended while rows were written together: apply the
+    /// message again carefully, which finds the row that ends it.
+    LostTogether,
 }
 
 impl From<rusqlite::Error> for Stop {
@@ -120,6 +128,9 @@ pub(crate) struct Context<'a> {
     pub snapshot_began: u64,
     pub plan: &'a Plan,
     pub tracker: &'a RefCell<Tracker>,
+    /// Whether the database's triggers, all the engine's, are set aside
+    /// while the message applies (`triggers::Quiet`).
+    pub quiet: bool,
 }
 
 impl Context<'_> {
@@ -156,11 +167,20 @@ struct Write {
 }
 
 pub(crate) fn down(ctx: &Context<'_>, down: &Down) -> Result<Outcome, Stop> {
+    let held = down
+        .tables
+        .iter()
+        .filter(|part| {
+            ctx.shape(&part.table)
+                .is_some_and(|s| s.mirror.written_by_server())
+        })
+        .count();
     let mut applying = Applying {
         ctx,
         outcome: Outcome::default(),
         pending: Vec::new(),
-        statements: HashMap::new(),
+        snapshot_keys: Vec::new(),
+        alone: held == 1,
     };
     for (index, part) in down.tables.iter().enumerate() {
         match ctx.shape(&part.table) {
@@ -174,11 +194,12 @@ pub(crate) fn down(ctx: &Context<'_>, down: &Down) -> Result<Outcome, Stop> {
     for refused in std::mem::take(&mut applying.pending) {
         applying.outcome.rejected(
             &refused.table,
-            &refused.key,
+            refused.key,
             Some(refused.parts),
             format!("the database refused the row: {}", refused.reason),
         );
     }
+    snapshot::keep(ctx.conn, &mut applying.snapshot_keys)?;
     Ok(applying.outcome)
 }
 
@@ -186,15 +207,86 @@ struct Applying<'a> {
     ctx: &'a Context<'a>,
     outcome: Outcome,
     pending: Vec<Pending>,
-    /// Upsert statements by table and the columns they write.
-    statements: HashMap<(String, Vec<usize>), String>,
+    /// What each part named, while the message belongs to a snapshot.
+    snapshot_keys: Vec<PartKeys>,
+    /// Whether the message has one part the server writes: it goes
+    /// straight through in the message's transaction, with no savepoint of
+    /// its own, and a refusal applies the whole message again carefully.
+    alone: bool,
 }
 
-impl Applying<'_> {
+/// Rows written together, in one statement, while a part goes straight
+/// through: rows that carry the same columns, in the order they came.
+#[derive(Default)]
+struct Batch<'r> {
+    columns: Vec<usize>,
+    values: Vec<Bound<'r>>,
+    /// Each row's key and place in its part.
+    rows: Vec<(String, usize)>,
+}
+
+/// How many rows are written together.
+const TOGETHER: usize = 32;
+
+/// An upsert statement, for rows that carry these columns.
+struct Statement<'c> {
+    columns: Vec<usize>,
+    sql: String,
+    statement: CachedStatement<'c>,
+    /// The same for `TOGETHER` rows, once prepared.
+    together: Option<CachedStatement<'c>>,
+}
+
+/// Runs an upsert with these values bound.
+fn execute(statement: &mut rusqlite::Statement<'_>, values: &[Bound<'_>]) -> rusqlite::Result<()> {
+    for (i, value) in values.iter().enumerate() {
+        statement.raw_bind_parameter(i + 1, value)?;
+    }
+    statement.raw_execute().map(|_| ())
+}
+
+/// The same error again: a statement that did not prepare fails each row
+/// that needs it. (Only SQLite's own answers get here: any other error is
+/// a failure of storage, and fails the message at once.)
+fn clone_error(e: &rusqlite::Error) -> rusqlite::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            rusqlite::Error::SqliteFailure(*code, message.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
+/// A key as it came beside a row, parsed as its table types it into
+/// `parts`, and written back in the key text form.
+fn read_key(text: &str, types: &[KeyType], parts: &mut Vec<KeyPart>) -> Result<String, KeyError> {
+    parts.clear();
+    // Most keys come as one integer in its one decimal form.
+    if let [KeyType::Integer] = types {
+        if let Some(i) = upsert::canonical_integer(text.as_bytes()) {
+            parts.push(KeyPart::Integer(i));
+            return Ok(text.to_owned());
+        }
+    }
+    parts.extend(key::parse(text, types)?);
+    Ok(key::join(parts))
+}
+
+impl<'a> Applying<'a> {
     /// A part of a table the server writes on the replica.
     fn held_part(&mut self, index: usize, shape: &Shape, part: &DownTable) -> Result<(), Stop> {
+        if self.ctx.plan.straight_through() && self.alone {
+            return self.part(index, shape, part, false);
+        }
         if self.ctx.plan.straight_through() {
-            let (outcome, pending) = (self.outcome.clone(), self.pending.clone());
+            let (outcome, pending, keys) = (
+                self.outcome.mark(),
+                self.pending.clone(),
+                self.snapshot_keys.len(),
+            );
             self.ctx
                 .conn
                 .prepare_cached("SAVEPOINT sync_part")?
@@ -211,8 +303,9 @@ impl Applying<'_> {
                     self.ctx
                         .conn
                         .execute_batch("ROLLBACK TO sync_part; RELEASE sync_part")?;
-                    self.outcome = outcome;
+                    self.outcome.undo(outcome);
                     self.pending = pending;
+                    self.snapshot_keys.truncate(keys);
                 }
                 Err(other) => return Err(other),
             }
@@ -227,11 +320,21 @@ impl Applying<'_> {
         part: &DownTable,
         careful: bool,
     ) -> Result<(), Stop> {
+        if self.ctx.in_snapshot {
+            self.snapshot_keys.push(PartKeys::new(&shape.name));
+        }
         self.deletes(index, shape, part)?;
         self.upserts(index, shape, part, careful)?;
         self.retry(|p| p.part == index)
     }
 
+    /// What this part names, while the message belongs to a snapshot.
+    fn named(&mut self) -> Option<&mut PartKeys> {
+        match self.ctx.in_snapshot {
+            true => self.snapshot_keys.last_mut(),
+            false => None,
+        }
+    }
     /// A part of a table the replica does not hold from the server (one it
     /// does not know, or one of its own): its rows are rejected and its
     /// deletes ignored. A setting's recorded keys are noted as deletes.
@@ -319,8 +422,8 @@ impl Applying<'_> {
             // again, and the snapshot no longer names it.
             self.pending
                 .retain(|p| !(p.table == shape.name && p.key == key));
-            if self.ctx.in_snapshot {
-                snapshot::forget(self.ctx.conn, &shape.name, &key)?;
+            if let Some(named) = self.named() {
+                named.let_go(&key);
             }
             if let Some(why) = self.ctx.plan.verdict(&Spot::Delete { part: index, row }) {
                 self.outcome.rejected(&shape.name, &key, Some(parts), why);
@@ -384,81 +487,217 @@ impl Applying<'_> {
         part: &DownTable,
         careful: bool,
     ) -> Result<(), Stop> {
+        let conn = self.ctx.conn;
         let holds_back = shape.mirror == Mirror::Both && shape.origin.is_some();
-        for (row, (bytes, beside)) in part.upserts.iter().zip(&part.keys).enumerate() {
-            let parts = match key::parse(beside, &shape.key_types) {
-                Ok(parts) => parts,
+        let mut statements: Vec<Statement<'a>> = Vec::new();
+        let mut reader = Reader::default();
+        let mut row = Row::default();
+        let mut parts = Vec::with_capacity(shape.key.len());
+        // Rows are written together only where that cannot differ from one
+        // at a time: straight through (any refusal undoes them all), no
+        // trigger but the engine's own, set aside (the database's others
+        // would run for each row all the same, but one that ends the
+        // transaction would not say which row did), and no foreign key to
+        // or from the table (SQLite checks those once per statement).
+        let together = !careful
+            && self.ctx.quiet
+            && !holds_back
+            && !self.ctx.plan.find_faults
+            && !self.ctx.links.iter().any(|l| {
+                l.parent.eq_ignore_ascii_case(&shape.name)
+                    || l.child.eq_ignore_ascii_case(&shape.name)
+            });
+        let mut batch = Batch::default();
+        for (at, (bytes, beside)) in part.upserts.iter().zip(&part.keys).enumerate() {
+            let key = match read_key(beside, &shape.key_types, &mut parts) {
+                Ok(key) => key,
                 Err(e) => {
                     // A rejection needs a key in the key text form.
                     log::warn!("a row of {} whose key cannot be told: {e}", shape.name);
                     continue;
                 }
             };
-            let key = key::join(&parts);
-            if self.ctx.in_snapshot {
-                // Refused rows too: a refused row keeps what the replica had.
-                snapshot::remember(self.ctx.conn, &shape.name, &key)?;
+            // Refused rows too: a refused row keeps what the replica had.
+            if let Some(named) = self.named() {
+                named.named(&key);
             }
             // A later row is the one: an earlier refused one is dropped.
             if !self.pending.is_empty() {
                 self.pending
                     .retain(|p| !(p.table == shape.name && p.key == key));
             }
-            let spot = Spot::Upsert { part: index, row };
-            if let Some(why) = self.ctx.plan.verdict(&spot) {
-                self.outcome.rejected(&shape.name, &key, Some(parts), why);
-                continue;
-            }
-            if holds_back
-                && notes::noted(self.ctx.conn, &shape.name, &key)?
-                && !holds(self.ctx.conn, shape, &parts)?
-            {
-                self.outcome.held_back(&shape.name, &key);
-                continue;
-            }
-            let write = match self.prepare(shape, bytes, &parts, &key) {
-                Ok(write) => write,
-                Err(why) => {
-                    self.outcome.rejected(&shape.name, &key, Some(parts), why);
-                    continue;
-                }
+            let spot = Spot::Upsert {
+                part: index,
+                row: at,
             };
+            if let Some(why) = self.ctx.plan.verdict(&spot) {
+                self.flush(shape, index, &mut batch, &mut statements)?;
+                self.outcome
+                    .rejected(&shape.name, key, Some(parts.clone()), why);
+                continue;
+            }
+            if holds_back && notes::noted(conn, &shape.name, &key)? && !holds(conn, shape, &parts)?
+            {
+                self.outcome.held_back(&shape.name, key);
+                continue;
+            }
+            if let Err(why) = reader.read(shape, bytes, &parts, &key, &mut row) {
+                self.flush(shape, index, &mut batch, &mut statements)?;
+                self.outcome
+                    .rejected(&shape.name, key, Some(parts.clone()), why);
+                continue;
+            }
+            if together {
+                if batch.columns != row.columns {
+                    self.flush(shape, index, &mut batch, &mut statements)?;
+                    batch.columns.clone_from(&row.columns);
+                }
+                batch.values.append(&mut row.values);
+                batch.rows.push((key, at));
+                if batch.rows.len() == TOGETHER {
+                    self.flush(shape, index, &mut batch, &mut statements)?;
+                }
+                continue;
+            }
             if self.ctx.plan.find_faults {
                 self.ctx.tracker.borrow_mut().before(
-                    self.ctx.conn,
+                    conn,
                     self.ctx.links,
                     shape,
                     &key_to_sql(shape, &parts),
                     spot.clone(),
                 )?;
             }
-            let done = if careful {
-                try_write(self.ctx.conn, &write).map_err(|f| stop(f, spot.clone()))?
-            } else {
-                write_straight(self.ctx.conn, &write).map_err(|f| stop(f, spot.clone()))?
+            let which = match statements.iter().position(|s| s.columns == row.columns) {
+                Some(which) => Ok(which),
+                None => {
+                    let sql = upsert::sql(shape, &row.columns);
+                    conn.prepare_cached(&sql).map(|statement| {
+                        statements.push(Statement {
+                            columns: row.columns.clone(),
+                            sql,
+                            statement,
+                            together: None,
+                        });
+                        statements.len() - 1
+                    })
+                }
             };
+            // A statement that does not prepare (the table changed since the
+            // replica opened) refuses the row as a failing write does.
+            let which = match which {
+                Err(e) if is_storage_failure(&e) => return Err(Stop::Storage(e)),
+                which => which,
+            };
+            let write = |statements: &mut Vec<Statement<'_>>| match &which {
+                Ok(which) => execute(&mut statements[*which].statement, &row.values),
+                Err(e) => Err(clone_error(e)),
+            };
+            let done = if careful {
+                attempt(conn, || write(&mut statements))
+            } else {
+                straight(conn, write(&mut statements))
+            }
+            .map_err(|f| stop(f, spot.clone()))?;
             match done {
                 Attempt::Done(()) => {
-                    self.taken(shape, &key, &parts, spot)?;
+                    self.taken(shape, key, &parts, spot)?;
                 }
                 Attempt::Refused(reason) => self.pending.push(Pending {
                     part: index,
-                    row,
+                    row: at,
                     table: shape.name.clone(),
                     key,
-                    parts,
-                    write,
+                    parts: parts.clone(),
+                    write: Write {
+                        sql: match which {
+                            Ok(which) => statements[which].sql.clone(),
+                            Err(_) => upsert::sql(shape, &row.columns),
+                        },
+                        values: row.values.iter().map(Bound::to_value).collect(),
+                    },
                     reason,
                 }),
             }
         }
+        self.flush(shape, index, &mut batch, &mut statements)
+    }
+
+    /// Writes the rows gathered: `TOGETHER` of them in one statement, fewer
+    /// one at a time. Any refusal sends the part back to be applied
+    /// carefully (one that ends the transaction, the message).
+    fn flush(
+        &mut self,
+        shape: &Shape,
+        index: usize,
+        batch: &mut Batch<'_>,
+        statements: &mut Vec<Statement<'a>>,
+    ) -> Result<(), Stop> {
+        if batch.rows.is_empty() {
+            return Ok(());
+        }
+        let conn = self.ctx.conn;
+        let width = batch.columns.len();
+        let which = match statements.iter().position(|s| s.columns == batch.columns) {
+            Some(which) => which,
+            None => {
+                let sql = upsert::sql(shape, &batch.columns);
+                match conn.prepare_cached(&sql) {
+                    Ok(statement) => statements.push(Statement {
+                        columns: batch.columns.clone(),
+                        sql,
+                        statement,
+                        together: None,
+                    }),
+                    Err(e) if is_storage_failure(&e) => return Err(Stop::Storage(e)),
+                    Err(_) => return Err(Stop::Careful),
+                }
+                statements.len() - 1
+            }
+        };
+        let statement = &mut statements[which];
+        if batch.rows.len() == TOGETHER {
+            if statement.together.is_none() {
+                let sql = upsert::sql_together(shape, &batch.columns, TOGETHER);
+                match conn.prepare_cached(&sql) {
+                    Ok(together) => statement.together = Some(together),
+                    Err(e) if is_storage_failure(&e) => return Err(Stop::Storage(e)),
+                    Err(_) => return Err(Stop::Careful),
+                }
+            }
+            let together = statement.together.as_mut().expect("prepared");
+            match execute(together, &batch.values) {
+                Ok(()) => {}
+                Err(e) if is_storage_failure(&e) => return Err(Stop::Storage(e)),
+                Err(_) if conn.is_autocommit() => return Err(Stop::LostTogether),
+                Err(_) => return Err(Stop::Careful),
+            }
+        } else {
+            for (n, (_, at)) in batch.rows.iter().enumerate() {
+                let values = &batch.values[n * width..(n + 1) * width];
+                let result = execute(&mut statement.statement, values);
+                straight(conn, result).map_err(|f| {
+                    stop(
+                        f,
+                        Spot::Upsert {
+                            part: index,
+                            row: *at,
+                        },
+                    )
+                })?;
+            }
+        }
+        for (key, _) in batch.rows.drain(..) {
+            self.outcome.taken(&shape.name, key);
+        }
+        batch.values.clear();
         Ok(())
     }
 
     fn taken(
         &mut self,
         shape: &Shape,
-        key: &str,
+        key: String,
         parts: &[KeyPart],
         spot: Spot,
     ) -> Result<(), Stop> {
@@ -493,7 +732,7 @@ impl Applying<'_> {
                 match try_write(self.ctx.conn, &refused.write).map_err(|f| stop(f, spot.clone()))? {
                     Attempt::Done(()) => {
                         let shape = self.ctx.shape(&refused.table).expect("a held table");
-                        self.taken(shape, &refused.key, &refused.parts, spot)?;
+                        self.taken(shape, refused.key, &refused.parts, spot)?;
                         progress = true;
                     }
                     Attempt::Refused(reason) => {
@@ -505,80 +744,6 @@ impl Applying<'_> {
             self.pending = still;
         }
         Ok(())
-    }
-
-    /// The upsert of one row, or why the row cannot be taken as it came.
-    fn prepare(
-        &mut self,
-        shape: &Shape,
-        bytes: &[u8],
-        parts: &[KeyPart],
-        key: &str,
-    ) -> Result<Write, String> {
-        let cells = shape.codec.decode(bytes)?;
-        // The key as the replica stores it (a UUID in the same spelling
-        // every time, so rows are found by it), then every other column
-        // the row carries but the replica's own, then the retired column,
-        // which an upsert always clears: a retired row sent again is live.
-        let mut own_key: Vec<Option<SqlValue>> = vec![None; shape.key.len()];
-        let mut rest: Vec<(usize, SqlValue)> = Vec::with_capacity(cells.len());
-        for (name, cell) in &cells {
-            let Some(index) = shape.column(name) else {
-                continue; // a column the replica does not have
-            };
-            let column = &shape.columns[index];
-            if let Some(at) = shape.key.iter().position(|&k| k == index) {
-                own_key[at] = Some(cell_to_sql(column.kind, cell).map_err(|e| {
-                    format!(
-                        "the row's own key cannot be read: column `{}`: {e}",
-                        column.name
-                    )
-                })?);
-                continue;
-            }
-            if Some(index) == shape.retired || shape.owned.contains(&index) {
-                continue;
-            }
-            let value = cell_to_sql(column.kind, cell)
-                .map_err(|e| format!("column `{}`: {e}", column.name))?;
-            rest.push((index, value));
-        }
-        let mut refs = Vec::with_capacity(shape.key.len());
-        for (value, column) in own_key.iter().zip(shape.key_columns()) {
-            match value {
-                Some(v) => refs.push(ValueRef::from(v)),
-                None => {
-                    return Err(format!(
-                        "the row's own key cannot be read: the row has no key column `{}`",
-                        column.name
-                    ))
-                }
-            }
-        }
-        let own = key_of_sql(shape, &refs)
-            .ok_or_else(|| "the row's own key cannot be read as its table's key".to_owned())?;
-        if own != key {
-            return Err(format!(
-                "a_row_beside_another_key: the row's own key is {own}, not the key beside it"
-            ));
-        }
-        rest.sort_by_key(|(i, _)| *i);
-        let mut columns: Vec<usize> = shape.key.clone();
-        let mut values = key_to_sql(shape, parts);
-        for (index, value) in rest {
-            columns.push(index);
-            values.push(value);
-        }
-        if let Some(retired) = shape.retired {
-            columns.push(retired);
-            values.push(SqlValue::Null);
-        }
-        let sql = self
-            .statements
-            .entry((shape.name.clone(), columns))
-            .or_insert_with_key(|(_, columns)| upsert_sql(shape, columns))
-            .clone();
-        Ok(Write { sql, values })
     }
 }
 
@@ -634,46 +799,13 @@ fn try_write(conn: &Connection, write: &Write) -> Result<Attempt<()>, Failure> {
     })
 }
 
-/// A write with no savepoint of its own: any refusal sends the whole part
-/// back to be applied carefully.
-fn write_straight(conn: &Connection, write: &Write) -> Result<Attempt<()>, Failure> {
-    let result = conn
-        .prepare_cached(&write.sql)
-        .and_then(|mut s| s.execute(params_from_iter(&write.values)));
+/// What became of a write with no savepoint of its own: any refusal sends
+/// the whole part back to be applied carefully.
+fn straight(conn: &Connection, result: rusqlite::Result<()>) -> Result<Attempt<()>, Failure> {
     match result {
-        Ok(_) => Ok(Attempt::Done(())),
+        Ok(()) => Ok(Attempt::Done(())),
         Err(e) if is_storage_failure(&e) => Err(Failure::Storage(e)),
         Err(e) if conn.is_autocommit() => Err(Failure::TransactionLost(e.to_string())),
         Err(_) => Err(Failure::Careful),
     }
-}
-
-/// Inserts the row, or overwrites the columns it carries of the stored row
-/// with the same key; columns it does not carry are left as they are.
-fn upsert_sql(shape: &Shape, columns: &[usize]) -> String {
-    let names: Vec<String> = columns
-        .iter()
-        .map(|&i| quote(&shape.columns[i].name))
-        .collect();
-    let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
-    let sets: Vec<String> = columns
-        .iter()
-        .filter(|&&i| !shape.is_key(i))
-        .map(|&i| {
-            let name = quote(&shape.columns[i].name);
-            format!("{name} = excluded.{name}")
-        })
-        .collect();
-    let on_conflict = if sets.is_empty() {
-        "DO NOTHING".to_owned()
-    } else {
-        format!("DO UPDATE SET {}", sets.join(", "))
-    };
-    format!(
-        "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {on_conflict}",
-        quote(&shape.name),
-        names.join(", "),
-        marks.join(", "),
-        shape.key_list()
-    )
 }

@@ -99,7 +99,10 @@ impl<'m> Head<'m> {
 
 /// The bytes as a `ToReplica`.
 pub fn decode(bytes: &[u8]) -> Result<ToReplica, Malformed> {
-    ToReplica::decode(bytes).map_err(|e| Malformed::new("does_not_decode", e.to_string()))
+    // From one shared buffer, each row's bytes are copied once (from a
+    // plain slice, prost copies them twice).
+    ToReplica::decode(prost::bytes::Bytes::copy_from_slice(bytes))
+        .map_err(|e| Malformed::new("does_not_decode", e.to_string()))
 }
 
 /// The message's body, once its protocol and every number in it are ones a

@@ -26,7 +26,8 @@
 //!   triggers; `pragmas`: the connection it needs; `key_sql`: keys as SQL;
 //! - `check`: whether a message is one a server sends; `chain`: where it
 //!   stands against the last applied; `receive`: the whole of taking one;
-//! - `apply`: a `Down`'s rows; `let_go`: deletes, retiring, and letting
+//! - `apply`: a `Down`'s rows; `upsert`: a row as the upsert that writes
+//!   it; `let_go`: deletes, retiring, and letting
 //!   retired rows go; `snapshot`: remembering and sweeping; `faults`: the
 //!   rows at fault when the commit is refused; `row_json`: values;
 //! - `reject`: rows not taken; `outcome`: what became of each row;
@@ -63,6 +64,7 @@ mod sql;
 mod state;
 mod triggers;
 mod upload;
+mod upsert;
 
 pub use backlog::TableBacklog;
 pub use check::Malformed;
@@ -143,6 +145,9 @@ pub struct Replica {
     up_order: Vec<usize>,
     me: Uuid,
     settings: Settings,
+    /// What was last found of the database's triggers (whether the engine
+    /// may set its own aside while it writes).
+    triggers: triggers::Found,
 }
 
 impl Replica {
@@ -178,6 +183,7 @@ impl Replica {
             up_order,
             me,
             settings,
+            triggers: triggers::Found::default(),
         })
     }
 
@@ -219,6 +225,7 @@ impl Replica {
                 shapes: &self.shapes,
                 links: &self.links,
                 limits: &self.settings.limits,
+                triggers: &self.triggers,
             },
             bytes,
         )

@@ -17,6 +17,7 @@ use crate::links::Link;
 use crate::outcome::{AppliedTable, Outcome, Rejected};
 use crate::shape::Shape;
 use crate::sql::{is_storage_failure, Transaction};
+use crate::triggers::{self, Quiet};
 use crate::{notes, snapshot, state, Error};
 
 /// What the replica made of a message. Every one of these has been
@@ -62,6 +63,8 @@ pub(crate) struct Replicating<'a> {
     pub shapes: &'a [Shape],
     pub links: &'a [Link],
     pub limits: &'a Limits,
+    /// What was last found of the database's triggers.
+    pub triggers: &'a triggers::Found,
 }
 
 impl Replicating<'_> {
@@ -188,6 +191,10 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
             Step::Follows => false,
         };
         state::engine_writing(conn, true)?;
+        let quiet = match worth_quieting(message) {
+            true => Quiet::begin(conn, r.shapes, r.triggers)?,
+            false => None,
+        };
         let tracker = RefCell::new(Tracker::default());
         let ctx = Context {
             conn,
@@ -206,8 +213,9 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
             },
             plan: &plan,
             tracker: &tracker,
+            quiet: quiet.is_some(),
         };
-        let outcome = match apply_body(&ctx, message) {
+        let mut outcome = match apply_body(&ctx, message) {
             Ok(outcome) => outcome,
             Err(Stop::Storage(e)) => return Err(Error::Storage(e)),
             Err(Stop::TransactionLost(spot, why)) => {
@@ -215,8 +223,13 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
                 learn(&mut plan, spot, why)?;
                 continue;
             }
-            Err(Stop::Careful) => {
-                unreachable!("a part that fails straight through is applied again carefully")
+            Err(Stop::Careful | Stop::LostTogether) => {
+                // A row the database refused while the message's only part
+                // went straight through, or one that ended the transaction
+                // while rows were written together: the message, carefully.
+                drop(tx);
+                plan.careful = true;
+                continue;
             }
         };
         if plan.find_faults {
@@ -233,11 +246,14 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
                 continue;
             }
         }
-        outcome.write(conn, r.shapes, &head)?;
+        // Only the message's own rows wrote rejections since `state` was
+        // read: in `write`, each row once.
+        outcome.write(conn, r.shapes, &head, state.rejections)?;
+        // The engine's writing ends here too.
         state::applied(conn, &head)?;
-        state::engine_writing(conn, false)?;
+        drop(quiet);
         match tx.commit() {
-            Ok(()) => return Ok(report(message, &outcome)),
+            Ok(()) => return Ok(report(message, outcome)),
             Err(e) if is_storage_failure(&e) || plan.reject_all.is_some() => {
                 return Err(Error::Storage(e))
             }
@@ -259,6 +275,27 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
                 }
             }
         }
+    }
+}
+
+/// The rows of a message from which setting the engine's triggers aside
+/// while it applies saves more than it costs (SQLite prepares the
+/// connection's statements again each time they are set aside or back).
+const QUIET_FROM: usize = 16;
+
+/// Whether the engine's triggers are set aside while this message applies
+/// (when the database's triggers are all the engine's: see `Quiet`).
+fn worth_quieting(message: Chained<'_>) -> bool {
+    match message {
+        Chained::Down(down) => {
+            down.tables
+                .iter()
+                .map(|t| t.upserts.len() + t.deletes.len())
+                .sum::<usize>()
+                >= QUIET_FROM
+        }
+        // A sweep may let go of many rows.
+        Chained::End(_) => true,
     }
 }
 
@@ -299,7 +336,7 @@ fn learn(plan: &mut Plan, spot: Spot, why: String) -> Result<(), Error> {
     Ok(())
 }
 
-fn report(message: Chained<'_>, outcome: &Outcome) -> Received {
+fn report(message: Chained<'_>, outcome: Outcome) -> Received {
     let (tables, rejected) = outcome.report();
     match message {
         Chained::Down(_) => Received::Applied { tables, rejected },

@@ -52,12 +52,6 @@ pub(crate) fn record(conn: &Connection, r: &NewRejection<'_>) -> rusqlite::Resul
     Ok(())
 }
 
-/// Whether any rejection is kept.
-pub(crate) fn any(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM sync_rejections)")?
-        .query_row([], |row| row.get(0))
-}
-
 /// The replica took the row, or let go of it: its rejection no longer holds.
 pub(crate) fn forget(conn: &Connection, table: &str, key: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM sync_rejections WHERE table_name = ?1 AND key = ?2")?

@@ -13,6 +13,7 @@ use crate::{shape, triggers, Error};
 const STEPS: &[&str] = &[
     include_str!("schema/001_skeleton.sql"),
     include_str!("schema/002_complete.sql"),
+    include_str!("schema/003_snapshot_keys.sql"),
 ];
 
 /// The version of the engine's tables this build works with.

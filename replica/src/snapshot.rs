@@ -2,33 +2,132 @@
 //! remembers every key its messages carried; at its end it lets go of every
 //! row of the tables it covered that it did not name.
 //!
-//! The sweep compares keys in SQL (each stored row's key text against the
-//! keys remembered), so only the rows it lets go of come back to Rust.
+//! The keys are kept one row per part of a message (`sync_snapshot_keys`,
+//! in the message's own transaction, so they survive the program
+//! stopping): the keys the part's deletes let go of, then the keys of its
+//! rows, each a list of lines. The end reads them back in order — a key's
+//! last word stands — and compares every stored row's key text with them
+//! in one pass over the table, so only the rows it lets go of are kept in
+//! memory besides the keys.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
 
 use magic_sync_proto::wire::EndSnapshot;
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{params, Connection};
+use uuid::Uuid;
 
 use crate::apply::{settle, Context, Spot, Stop};
 use crate::let_go::{self, Doomed};
 use crate::outcome::Outcome;
-use crate::shape::Shape;
+use crate::shape::{ColumnKind, Shape};
 use crate::sql::quote;
 use crate::{key_sql, reject};
 
-/// The snapshot in progress named this row.
-pub(crate) fn remember(conn: &Connection, table: &str, key: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT OR IGNORE INTO sync_snapshot_keys (table_name, key) VALUES (?1, ?2)",
-    )?
-    .execute(params![table, key])?;
-    Ok(())
+/// The keys one part of a message of the snapshot in progress let go of,
+/// then named, in the key text form.
+#[derive(Clone, Debug)]
+pub(crate) struct PartKeys {
+    pub table: String,
+    let_go: KeyList,
+    named: KeyList,
 }
 
-/// The snapshot in progress let go of this row: its last word on it.
-pub(crate) fn forget(conn: &Connection, table: &str, key: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached("DELETE FROM sync_snapshot_keys WHERE table_name = ?1 AND key = ?2")?
-        .execute(params![table, key])?;
+impl PartKeys {
+    pub(crate) fn new(table: &str) -> PartKeys {
+        PartKeys {
+            table: table.to_owned(),
+            let_go: KeyList::default(),
+            named: KeyList::default(),
+        }
+    }
+
+    /// The part let go of this row: the snapshot's last word on it, unless
+    /// a row of it comes after.
+    pub(crate) fn let_go(&mut self, key: &str) {
+        self.let_go.push(key);
+    }
+
+    /// The part carried this row (refused ones too: a refused row keeps
+    /// what the replica had).
+    pub(crate) fn named(&mut self, key: &str) {
+        self.named.push(key);
+    }
+}
+
+/// Keys, one a line (no key has a line break), in any order. A run of
+/// integers each one more than the one before is one line, `first..last`
+/// (no key has two dots).
+#[derive(Clone, Debug, Default)]
+struct KeyList {
+    text: String,
+    /// The run of integers not written yet.
+    run: Option<(i64, i64)>,
+}
+
+impl KeyList {
+    fn push(&mut self, key: &str) {
+        let integer = decimal(key.as_bytes());
+        match (&mut self.run, integer) {
+            (Some((_, last)), Some(i)) if last.checked_add(1) == Some(i) => *last = i,
+            (_, Some(i)) => {
+                self.write_run();
+                self.run = Some((i, i));
+            }
+            (_, None) => {
+                self.write_run();
+                self.line(key);
+            }
+        }
+    }
+
+    fn line(&mut self, line: &str) {
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        self.text.push_str(line);
+    }
+
+    fn write_run(&mut self) {
+        use std::fmt::Write;
+        if let Some((first, last)) = self.run.take() {
+            if !self.text.is_empty() {
+                self.text.push('\n');
+            }
+            match first == last {
+                true => write!(self.text, "{first}"),
+                false => write!(self.text, "{first}..{last}"),
+            }
+            .expect("writing to memory");
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.run.is_none()
+    }
+
+    fn finish(&mut self) -> &str {
+        self.write_run();
+        &self.text
+    }
+}
+
+/// Keeps what the parts of a message named, in the message's transaction.
+pub(crate) fn keep(conn: &Connection, parts: &mut [PartKeys]) -> rusqlite::Result<()> {
+    for part in parts {
+        if part.let_go.is_empty() && part.named.is_empty() {
+            continue;
+        }
+        conn.prepare_cached(
+            "INSERT INTO sync_snapshot_keys (table_name, let_go, named) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![
+            part.table,
+            part.let_go.finish(),
+            part.named.finish()
+        ])?;
+    }
     Ok(())
 }
 
@@ -113,13 +212,163 @@ fn parse(shape: &Shape, key: &str) -> Option<Vec<magic_sync_proto::key::KeyPart>
         .filter(|parts| magic_sync_proto::key::join(parts) == key)
 }
 
+/// The keys the snapshot named of a table, as its parts left them.
+struct Named {
+    /// Each part's keys let go of and named, as kept.
+    parts: Vec<(String, String)>,
+}
+
+impl Named {
+    fn read(conn: &Connection, table: &str) -> rusqlite::Result<Named> {
+        let mut statement = conn.prepare_cached(
+            "SELECT let_go, named FROM sync_snapshot_keys WHERE table_name = ?1 ORDER BY id",
+        )?;
+        let parts = statement
+            .query_map([table], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(Named { parts })
+    }
+
+    /// The keys named, each part's let go of first, then its named: the
+    /// last word on a key stands.
+    fn set(&self) -> HashSet<Cow<'_, [u8]>> {
+        let mut set = HashSet::new();
+        for (let_go, named) in &self.parts {
+            for key in keys(let_go) {
+                set.remove(key.as_ref());
+            }
+            set.extend(keys(named));
+        }
+        set
+    }
+
+    /// The same, for a table keyed by one integer column: the integers,
+    /// sorted. `None` when a key is not an integer's decimal text (none
+    /// the engine keeps).
+    fn integers(&self) -> Option<Vec<i64>> {
+        let mut keys: Vec<i64> = Vec::new();
+        if self.parts.iter().all(|(let_go, _)| let_go.is_empty()) {
+            for (_, named) in &self.parts {
+                for line in lines(named) {
+                    match range(line) {
+                        Some((first, last)) => keys.extend(first..=last),
+                        None => keys.push(decimal(line)?),
+                    }
+                }
+            }
+        } else {
+            let mut set = HashSet::new();
+            for (let_go, named) in &self.parts {
+                for line in lines(let_go) {
+                    match range(line) {
+                        Some((first, last)) => (first..=last).for_each(|i| {
+                            set.remove(&i);
+                        }),
+                        None => {
+                            set.remove(&decimal(line)?);
+                        }
+                    }
+                }
+                for line in lines(named) {
+                    match range(line) {
+                        Some((first, last)) => set.extend(first..=last),
+                        None => {
+                            set.insert(decimal(line)?);
+                        }
+                    }
+                }
+            }
+            keys.extend(set);
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Some(keys)
+    }
+}
+
+/// The lines of a list (no key is empty: a key has at least one part).
+fn lines(list: &str) -> impl Iterator<Item = &[u8]> {
+    list.as_bytes()
+        .split(|&b| b == b'\n')
+        .filter(|key| !key.is_empty())
+}
+
+/// A line `first..last`: a run of integers.
+fn range(line: &[u8]) -> Option<(i64, i64)> {
+    let at = line.windows(2).position(|w| w == b"..")?;
+    Some((decimal(&line[..at])?, decimal(&line[at + 2..])?))
+}
+
+/// The keys of a list, runs written out.
+fn keys(list: &str) -> impl Iterator<Item = Cow<'_, [u8]>> {
+    lines(list).flat_map(|line| -> Box<dyn Iterator<Item = Cow<'_, [u8]>>> {
+        match range(line) {
+            Some((first, last)) => {
+                Box::new((first..=last).map(|i| Cow::Owned(i.to_string().into_bytes())))
+            }
+            None => Box::new(std::iter::once(Cow::Borrowed(line))),
+        }
+    })
+}
+
+/// An integer in the key text form.
+fn decimal(text: &[u8]) -> Option<i64> {
+    crate::upsert::canonical_integer(text)
+}
+
+fn write_decimal(out: &mut Vec<u8>, n: i64) {
+    use std::io::Write;
+    write!(out, "{n}").expect("writing to memory");
+}
+
+/// One key column's part of the stored row's key text, as `key_sql` writes
+/// it, when it is one the engine can tell without SQLite: `false` for a
+/// real, or a blob other than a UUID's 16 bytes in a column that holds
+/// UUIDs (SQLite's own text of those is asked for).
+fn part_text(kind: ColumnKind, value: ValueRef<'_>, out: &mut Vec<u8>) -> bool {
+    match value {
+        ValueRef::Null => {}
+        ValueRef::Integer(i) => write_decimal(out, i),
+        ValueRef::Text(t) => out.extend_from_slice(t),
+        ValueRef::Blob(b) if kind != ColumnKind::Integer && b.len() == 16 => {
+            let uuid = Uuid::from_slice(b).expect("16 bytes");
+            let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            out.extend_from_slice(uuid.hyphenated().encode_lower(&mut text).as_bytes());
+        }
+        ValueRef::Blob(_) | ValueRef::Real(_) => return false,
+    }
+    true
+}
+
+/// One key column's part of a stored row's key text, as SQLite writes it
+/// (`key_sql` over the value itself).
+fn part_text_by_sqlite(
+    conn: &Connection,
+    kind: ColumnKind,
+    value: ValueRef<'_>,
+    out: &mut Vec<u8>,
+) -> rusqlite::Result<()> {
+    let sql = format!("SELECT {}", key_sql::part(kind, "?1"));
+    conn.prepare_cached(&sql)?
+        .query_row([ToSqlOutput::Borrowed(value)], |row| {
+            match row.get_ref(0)? {
+                ValueRef::Null => {}
+                other => out.extend_from_slice(other.as_bytes()?),
+            }
+            Ok(())
+        })
+}
+
 /// The rows the snapshot did not name: each one's key text and the values
 /// its key columns hold.
+///
+/// One pass over the table reads each row's key columns; the key text is
+/// made from them as `key_sql` writes it (SQLite writes the text of the
+/// rare values only it knows how to), and looked up among the keys named.
 fn unnamed(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<(String, Vec<SqlValue>)>> {
-    let key = key_sql::key(shape, "t");
+    let named = Named::read(conn, &shape.name)?;
     let sql = format!(
-        "SELECT {key}, {} FROM {} t WHERE {key} NOT IN
-         (SELECT key FROM sync_snapshot_keys WHERE table_name = ?1)",
+        "SELECT {} FROM {} t",
         shape
             .key_columns()
             .map(|c| format!("t.{}", quote(&c.name)))
@@ -127,15 +376,235 @@ fn unnamed(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<(String, Ve
             .join(", "),
         quote(&shape.name)
     );
+    let kinds: Vec<ColumnKind> = shape.key_columns().map(|c| c.kind).collect();
+    let n = kinds.len();
+    let integers = match kinds.as_slice() {
+        [ColumnKind::Integer] => named.integers(),
+        _ => None,
+    };
+    let set = match integers {
+        Some(_) => HashSet::new(),
+        None => named.set(),
+    };
     let mut statement = conn.prepare(&sql)?;
-    let mut rows = statement.query([&shape.name])?;
+    let mut rows = statement.query([])?;
     let mut found = Vec::new();
+    let mut text: Vec<u8> = Vec::with_capacity(64);
+    // Where the integer after the last one found is: a table is mostly
+    // read in its keys' order.
+    let mut next = 0;
     while let Some(row) = rows.next()? {
-        let key: String = row.get(0)?;
-        let values = (0..shape.key.len())
-            .map(|i| row.get::<_, SqlValue>(i + 1))
+        if let (Some(keys), ValueRef::Integer(i)) = (&integers, row.get_ref(0)?) {
+            let at = match keys.get(next) {
+                Some(&k) if k == i => Ok(next),
+                _ => keys.binary_search(&i),
+            };
+            match at {
+                Ok(at) => next = at + 1,
+                Err(_) => found.push((i.to_string(), vec![SqlValue::Integer(i)])),
+            }
+            continue;
+        }
+        text.clear();
+        for (i, &kind) in kinds.iter().enumerate() {
+            if i > 0 {
+                text.push(b'|');
+            }
+            let value = row.get_ref(i)?;
+            if !part_text(kind, value, &mut text) {
+                part_text_by_sqlite(conn, kind, value, &mut text)?;
+            }
+        }
+        let is_named = match &integers {
+            Some(keys) => decimal(&text).is_some_and(|i| keys.binary_search(&i).is_ok()),
+            None => set.contains(text.as_slice()),
+        };
+        if is_named {
+            continue;
+        }
+        let values = (0..n)
+            .map(|i| row.get::<_, SqlValue>(i))
             .collect::<rusqlite::Result<_>>()?;
+        let key = String::from_utf8(text.clone()).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(
+                n,
+                rusqlite::types::Type::Text,
+                Box::new(e.utf8_error()),
+            )
+        })?;
         found.push((key, values));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::declare::{Table, Tables};
+
+    /// The rows the snapshot did not name, as the engine once found them:
+    /// all in SQL, each stored row's key text against the keys named.
+    fn unnamed_in_sql(
+        conn: &Connection,
+        shape: &Shape,
+        named: &[&str],
+    ) -> Vec<(String, Vec<SqlValue>)> {
+        conn.execute_batch("DROP TABLE IF EXISTS temp.named; CREATE TEMP TABLE named (key TEXT)")
+            .unwrap();
+        for key in named {
+            conn.execute("INSERT INTO temp.named VALUES (?1)", [key])
+                .unwrap();
+        }
+        let key = key_sql::key(shape, "t");
+        let sql = format!(
+            "SELECT {key}, {} FROM {} t WHERE {key} NOT IN (SELECT key FROM temp.named)",
+            shape
+                .key_columns()
+                .map(|c| format!("t.{}", quote(&c.name)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quote(&shape.name)
+        );
+        let mut statement = conn.prepare(&sql).unwrap();
+        let rows = statement
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    (0..shape.key.len())
+                        .map(|i| row.get::<_, SqlValue>(i + 1))
+                        .collect::<rusqlite::Result<Vec<_>>>()?,
+                ))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap();
+        rows
+    }
+
+    const U: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    const V: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c";
+
+    #[test]
+    fn the_sweep_finds_the_rows_the_sql_comparison_found_whatever_they_hold() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE sync_snapshot_keys (id INTEGER PRIMARY KEY, table_name TEXT NOT NULL,
+                 let_go TEXT NOT NULL DEFAULT '', named TEXT NOT NULL DEFAULT '');
+             CREATE TABLE a (id INTEGER PRIMARY KEY, v);
+             CREATE TABLE b (id INT PRIMARY KEY, v) WITHOUT ROWID;
+             CREATE TABLE c (id INT PRIMARY KEY, v);
+             CREATE TABLE d (id TEXT PRIMARY KEY, v) WITHOUT ROWID;
+             CREATE TABLE e (id BLOB PRIMARY KEY, v);
+             CREATE TABLE f (n INTEGER NOT NULL, u BLOB NOT NULL, v, PRIMARY KEY (n, u));
+             INSERT INTO a (id) VALUES (1), (2), (3), (-7), (9223372036854775807);
+             INSERT INTO b (id) VALUES (1), (1.5), (x'01'), ('abc'), ('007'), (-0.0), (1e300);
+             INSERT INTO c (id) VALUES (NULL), (NULL), (4), ('x'), (2.5);
+             INSERT INTO d (id) VALUES ('{U}'), (upper('{V}')), (x'0196a1b2c3d47e5f8a9b0c1d2e3f4a5c'),
+                 (x'0102'), (12), (0.5), ('');
+             INSERT INTO e (id) VALUES (x'0196a1b2c3d47e5f8a9b0c1d2e3f4a5b'), ('{V}'), (x'00'),
+                 (3), (NULL);
+             INSERT INTO f (n, u) VALUES (1, x'0196a1b2c3d47e5f8a9b0c1d2e3f4a5b'), (2, '{U}'),
+                 (3, x'01'), (4.5, 'z');"
+        ))
+        .unwrap();
+        let tables = Tables::new(
+            ["a", "b", "c", "d", "e", "f"]
+                .into_iter()
+                .map(Table::catalog)
+                .collect(),
+        );
+        let shapes = crate::shape::read_all(&conn, &tables).unwrap();
+        let named: &[&str] = &[
+            "1",
+            "2",
+            "-7",
+            "9223372036854775807",
+            "7",
+            "4",
+            "12",
+            U,
+            V,
+            &format!("1|{U}"),
+            &format!("2|{U}"),
+            "x",
+        ];
+        for shape in &shapes {
+            conn.execute("DELETE FROM sync_snapshot_keys", []).unwrap();
+            // Named in three parts, one letting go of a key named before
+            // and naming it again, one letting go of "3" for good.
+            let mut parts = vec![PartKeys::new(&shape.name), PartKeys::new(&shape.name)];
+            for key in named {
+                parts[0].named(key);
+            }
+            parts[0].named("3");
+            parts[1].let_go("3");
+            parts[1].let_go("1");
+            parts[1].named("1");
+            keep(&conn, &mut parts).unwrap();
+            let mut found = unnamed(&conn, shape).unwrap();
+            let mut expected = unnamed_in_sql(&conn, shape, named);
+            let order = |rows: &mut Vec<(String, Vec<SqlValue>)>| {
+                rows.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")))
+            };
+            order(&mut found);
+            order(&mut expected);
+            assert_eq!(found, expected, "table {}", shape.name);
+        }
+        assert_eq!(
+            unnamed_in_sql(&conn, &shapes[0], named).len(),
+            1,
+            "3 was let go of"
+        );
+    }
+}
+
+#[cfg(test)]
+mod key_lists {
+    use super::*;
+
+    fn list(keys: &[&str]) -> String {
+        let mut list = KeyList::default();
+        for key in keys {
+            list.push(key);
+        }
+        list.finish().to_owned()
+    }
+
+    #[test]
+    fn a_run_of_integers_is_one_line_and_reads_back_whole() {
+        let named = list(&[
+            "1", "2", "3", "4", "5", "7", "abc", "8", "9", "-2", "-1", "0",
+        ]);
+        assert_eq!(named, "1..5\n7\nabc\n8..9\n-2..0");
+        let read = Named {
+            parts: vec![(String::new(), named)],
+        };
+        assert_eq!(read.integers(), None, "abc is no integer");
+        let mut set: Vec<String> = read
+            .set()
+            .iter()
+            .map(|k| String::from_utf8(k.to_vec()).unwrap())
+            .collect();
+        set.sort();
+        assert_eq!(
+            set,
+            ["-1", "-2", "0", "1", "2", "3", "4", "5", "7", "8", "9", "abc"]
+        );
+    }
+
+    #[test]
+    fn a_key_let_go_of_by_a_later_part_is_not_named_unless_named_again() {
+        let read = Named {
+            parts: vec![
+                (String::new(), list(&["1", "2", "3", "4", "5"])),
+                (list(&["2", "3", "4"]), list(&["3"])),
+                (
+                    list(&[&i64::MAX.to_string()]),
+                    list(&[&i64::MAX.to_string(), "6"]),
+                ),
+            ],
+        };
+        assert_eq!(read.integers(), Some(vec![1, 3, 5, 6, i64::MAX]));
+        assert_eq!(read.set().len(), 5);
+    }
 }

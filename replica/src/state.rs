@@ -22,6 +22,8 @@ pub(crate) struct State {
     /// Something new to tell the server while `news > said`.
     pub news: i64,
     pub said: i64,
+    /// Whether any rejection is kept.
+    pub rejections: bool,
 }
 
 impl State {
@@ -41,24 +43,34 @@ fn stored(n: u64) -> i64 {
 }
 
 pub(crate) fn read(conn: &Connection) -> rusqlite::Result<State> {
-    conn.query_row(
-        "SELECT epoch, sequence, nonce, mac, snapshot, snapshot_began, gap, news, said
+    conn.prepare_cached(
+        "SELECT epoch, sequence, nonce, mac, snapshot, snapshot_began, gap, news, said,
+                EXISTS (SELECT 1 FROM sync_rejections)
          FROM sync_state WHERE id = 1",
-        [],
-        |row| {
-            Ok(State {
-                epoch: row.get(0)?,
-                sequence: row.get::<_, i64>(1)? as u64,
-                nonce: row.get::<_, i64>(2)? as u64,
-                mac: row.get(3)?,
-                snapshot: row.get(4)?,
-                snapshot_began: row.get::<_, i64>(5)? as u64,
-                gap: row.get::<_, i64>(6)? as u64,
-                news: row.get(7)?,
-                said: row.get(8)?,
-            })
-        },
-    )
+    )?
+    .query_row([], state)
+}
+
+fn state(row: &rusqlite::Row<'_>) -> rusqlite::Result<State> {
+    Ok(State {
+        epoch: row.get(0)?,
+        sequence: row.get::<_, i64>(1)? as u64,
+        nonce: row.get::<_, i64>(2)? as u64,
+        mac: row.get(3)?,
+        snapshot: row.get(4)?,
+        snapshot_began: row.get::<_, i64>(5)? as u64,
+        gap: row.get::<_, i64>(6)? as u64,
+        news: row.get(7)?,
+        said: row.get(8)?,
+        rejections: row.get(9)?,
+    })
+}
+
+/// The database's `schema_version`: it changes with any change of its
+/// tables or triggers.
+pub(crate) fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("PRAGMA schema_version")?
+        .query_row([], |row| row.get(0))
 }
 
 /// Something new to say: the next Up says where the replica stands.
@@ -89,17 +101,19 @@ pub(crate) fn end_snapshot(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// The message was applied: keep its numbers exactly as it carried them.
+/// The engine's writing is over (as `engine_writing(false)`).
 pub(crate) fn applied(conn: &Connection, head: &Head<'_>) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE sync_state SET epoch = ?1, sequence = ?2, nonce = ?3, mac = ?4, news = news + 1
+    conn.prepare_cached(
+        "UPDATE sync_state SET epoch = ?1, sequence = ?2, nonce = ?3, mac = ?4, news = news + 1,
+             writing = 0
          WHERE id = 1",
-        rusqlite::params![
-            head.epoch,
-            stored(head.sequence),
-            stored(head.nonce),
-            head.mac
-        ],
-    )?;
+    )?
+    .execute(rusqlite::params![
+        head.epoch,
+        stored(head.sequence),
+        stored(head.nonce),
+        head.mac
+    ])?;
     Ok(())
 }
 

@@ -6,7 +6,17 @@
 //! engine's own transactions (its writes are the server's, never noted nor
 //! refused), and `me` is empty until a program opened the replica knowing
 //! its id — until then nothing is refused (the device is being set up).
+//!
+//! So while the engine writes, every trigger of its own does nothing; yet
+//! SQLite would still run each one for every row to find that out. When
+//! the database's triggers are exactly the engine's, the engine's own
+//! connection therefore sets them aside (`Quiet`) for the rows of a large
+//! message: nothing changes but the time taken. Every other connection,
+//! and this one at any other time, runs them all.
 
+use std::cell::Cell;
+
+use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
 use crate::declare::{Mirror, Tables};
@@ -278,6 +288,84 @@ fn installed(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)
     )?
     .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
     .collect()
+}
+
+/// The engine's triggers set aside on its own connection, inside one of
+/// its transactions with `writing` set, until dropped (a panic included).
+pub(crate) struct Quiet<'c> {
+    conn: &'c Connection,
+}
+
+/// What was last found of the database's triggers: at which
+/// `schema_version`, and whether they were exactly the engine's then.
+pub(crate) type Found = Cell<Option<(i64, bool)>>;
+
+impl<'c> Quiet<'c> {
+    /// Sets the database's triggers aside on `conn` while the engine
+    /// writes, when every one of them (TEMP triggers, which SQLite runs all
+    /// the same, aside) is one of the engine's, written as it needs it —
+    /// then none of them does anything while `writing` is set. `None`
+    /// leaves every trigger running: there is another, or the program set
+    /// triggers aside on this connection itself.
+    ///
+    /// Call inside the engine's transaction, once `writing` is set.
+    pub(crate) fn begin(
+        conn: &'c Connection,
+        shapes: &[Shape],
+        found: &Found,
+    ) -> rusqlite::Result<Option<Quiet<'c>>> {
+        if !conn.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)? {
+            return Ok(None);
+        }
+        let version = crate::state::schema_version(conn)?;
+        let only_the_engines = match found.get() {
+            Some((at, verdict)) if at == version => verdict,
+            _ => {
+                let verdict = only_the_engines(conn, shapes)?;
+                found.set(Some((version, verdict)));
+                verdict
+            }
+        };
+        if !only_the_engines {
+            return Ok(None);
+        }
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+        Ok(Some(Quiet { conn }))
+    }
+}
+
+impl Drop for Quiet<'_> {
+    fn drop(&mut self) {
+        // Never left set aside: should this fail, no other write could be
+        // trusted to be refused or noted.
+        if let Err(error) = self
+            .conn
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true)
+        {
+            panic!("magic_sync: could not run the triggers again: {error}");
+        }
+    }
+}
+
+/// Whether every trigger of the database (but TEMP ones) is one the
+/// declared tables need, written as they need it: each does nothing while
+/// the engine writes (each one's WHEN reads `writing = 0`).
+fn only_the_engines(conn: &Connection, shapes: &[Shape]) -> rusqlite::Result<bool> {
+    let expected = expected(shapes);
+    let mut statement =
+        conn.prepare("SELECT name, coalesce(sql, '') FROM sqlite_schema WHERE type = 'trigger'")?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let name: String = row.get(0)?;
+        let sql: String = row.get(1)?;
+        let the_engines = expected
+            .iter()
+            .any(|t| t.name == name && squeeze(&t.sql) == squeeze(&sql));
+        if !the_engines {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Whitespace runs as one space: a trigger pasted with other indentation

@@ -50,24 +50,24 @@ const SERVER: &str = "
 /// What a register should hold: the rows its rules send it, closed over
 /// what they point at and what follows them.
 const REFERENCE: &str = "
-    WITH RECURSIVE want(table_name, key) AS (
-        SELECT 'products', id::text FROM shop.products
-        UNION SELECT 'orders', id::text FROM shop.orders WHERE register_id = $1
-        UNION SELECT 'customers', m.customer_id::text FROM shop.list_members m
+    WITH RECURSIVE want(table_name, id) AS (
+        SELECT 'products', id FROM shop.products
+        UNION SELECT 'orders', id FROM shop.orders WHERE register_id = $1
+        UNION SELECT 'customers', m.customer_id FROM shop.list_members m
               JOIN shop.register_lists a ON a.list_id = m.list_id WHERE a.register_id = $1
         UNION
-        SELECT x.table_name, x.key FROM want w CROSS JOIN LATERAL (
-            SELECT 'categories', p.category_id::text FROM shop.products p
-             WHERE w.table_name = 'products' AND p.id::text = w.key AND p.category_id IS NOT NULL
-            UNION ALL SELECT 'products', o.product_id::text FROM shop.orders o
-             WHERE w.table_name = 'orders' AND o.id::text = w.key
-            UNION ALL SELECT 'order_notes', n.order_id::text FROM shop.order_notes n
-             WHERE w.table_name = 'orders' AND n.order_id::text = w.key
-            UNION ALL SELECT 'orders', n.order_id::text FROM shop.order_notes n
-             WHERE w.table_name = 'order_notes' AND n.order_id::text = w.key
-        ) AS x(table_name, key)
+        SELECT x.table_name, x.id FROM want w CROSS JOIN LATERAL (
+            SELECT 'categories', p.category_id FROM shop.products p
+             WHERE w.table_name = 'products' AND p.id = w.id AND p.category_id IS NOT NULL
+            UNION ALL SELECT 'products', o.product_id FROM shop.orders o
+             WHERE w.table_name = 'orders' AND o.id = w.id
+            UNION ALL SELECT 'order_notes', n.order_id FROM shop.order_notes n
+             WHERE w.table_name = 'orders' AND n.order_id = w.id
+            UNION ALL SELECT 'orders', n.order_id FROM shop.order_notes n
+             WHERE w.table_name = 'order_notes' AND n.order_id = w.id
+        ) AS x(table_name, id)
     )
-    SELECT table_name, key FROM want";
+    SELECT table_name, id::text FROM want";
 
 const REGISTER: &str = "
     PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
@@ -222,6 +222,70 @@ fn step(pg: &mut Client, dice: &mut Dice) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
+/// What the server records a register holding, once it applied everything
+/// it was sent.
+fn recorded(pg: &mut Client, register: Uuid) -> BTreeSet<(String, String)> {
+    pg.query(
+        "SELECT table_name, key FROM sync.held WHERE replica = $1 AND leaving IS NULL",
+        &[&register],
+    )
+    .unwrap()
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+/// The walk against the server alone: after each pass every register is
+/// taken to have applied everything, and what the server records it
+/// holding is held to the reference.
+fn walk_recorded(seed: u64, steps: usize) {
+    let cluster = Cluster::start();
+    let mut pg = cluster.database_with_extension("walk");
+    pg.batch_execute(SERVER).expect("the walk's schema");
+    let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();
+    for id in &ids {
+        pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[id])
+            .unwrap();
+    }
+    pg.batch_execute("INSERT INTO shop.lists VALUES (gen_random_uuid()), (gen_random_uuid())")
+        .unwrap();
+    let mut dice = Dice(seed);
+    for n in 0..steps {
+        let ts = std::time::Instant::now();
+        for _ in 0..=dice.roll(3) {
+            step(&mut pg, &mut dice);
+        }
+        if std::env::var_os("MAGIC_SYNC_WALK_TRACE").is_some() {
+            eprintln!("   steps {:?}", ts.elapsed());
+        }
+        let t0 = std::time::Instant::now();
+        let summary: serde_json::Value = pg.query_one("CALL sync.relay()", &[]).unwrap().get(0);
+        if std::env::var_os("MAGIC_SYNC_WALK_TRACE").is_some() {
+            eprintln!("-- step {n}: {summary} relay {:?}", t0.elapsed());
+        }
+        pg.batch_execute(
+            "DELETE FROM sync.outbox; \
+             UPDATE sync.replicas SET applied_sequence = last_sequence, applied_epoch = epoch; \
+             DELETE FROM sync.held WHERE leaving IS NOT NULL",
+        )
+        .unwrap();
+        for id in &ids {
+            let live: bool = pg
+                .query_one("SELECT active FROM shop.registers WHERE id = $1", &[id])
+                .unwrap()
+                .get(0);
+            if live {
+                let t1 = std::time::Instant::now();
+                let want = should_hold(&mut pg, *id);
+                if std::env::var_os("MAGIC_SYNC_WALK_TRACE").is_some() {
+                    eprintln!("   reference {:?}", t1.elapsed());
+                }
+                assert_eq!(recorded(&mut pg, *id), want, "seed {seed}, step {n}: {id}");
+            }
+        }
+    }
+}
+
 fn walk(seed: u64, steps: usize) {
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("walk");
@@ -243,7 +307,10 @@ fn walk(seed: u64, steps: usize) {
         for _ in 0..=dice.roll(3) {
             step(&mut pg, &mut dice);
         }
-        pg.query_one("CALL sync.relay()", &[]).unwrap();
+        let summary: serde_json::Value = pg.query_one("CALL sync.relay()", &[]).unwrap().get(0);
+        if std::env::var_os("MAGIC_SYNC_WALK_TRACE").is_some() {
+            eprintln!("-- step {n}: {summary}");
+        }
         for register in registers.iter_mut() {
             deliver(&mut pg, register).unwrap();
             report(&mut pg, register).unwrap();
@@ -279,6 +346,13 @@ fn walk(seed: u64, steps: usize) {
                 register.me()
             );
         }
+    }
+}
+
+#[test]
+fn the_server_records_every_register_holding_exactly_its_reference_set() {
+    for seed in 1..=6 {
+        walk_recorded(0x2545_f491_4f6c_dd1d ^ seed, 60);
     }
 }
 

@@ -78,6 +78,8 @@ const KEEP_REACHED: &str = "\
         SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c \
         WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
                           WHERE w.replica = c.replica AND w.table_name = c.table_name AND w.key = c.key) \
+          AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+                          WHERE b.table_name = c.table_name AND b.key = c.key) \
         RETURNING replica, table_name, key) \
     INSERT INTO sync_pass_frontier SELECT a.* FROM added a \
     WHERE NOT EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = a.replica \
@@ -123,10 +125,6 @@ pub fn plan_changes(tables: &[PlanTable]) {
     db::run("ANALYZE sync_pass_want, sync_pass_question");
     db::run(PLAN_SENDS);
     db::run(PLAN_TAKE_BACKS);
-    db::run(
-        "DROP TABLE sync_pass_question, sync_pass_want, sync_pass_frontier, \
-         sync_pass_candidates, sync_pass_current",
-    );
 }
 
 /// Step 1: the rows in question, closed over what leaned on them.
@@ -189,10 +187,18 @@ fn keep(tables: &[PlanTable], closes: bool) {
             ));
         }
     }
+    if closes {
+        keep_what_others_lean_on(tables);
+        keep_followers_of_what_stays(tables);
+    }
+    // What cannot go is never kept: it is taken back where it is held.
+    db::run(
+        "DELETE FROM sync_pass_want w USING sync_pass_blocked b \
+         WHERE w.table_name = b.table_name AND w.key = b.key",
+    );
     if !closes {
         return;
     }
-    keep_what_others_lean_on(tables);
     db::run(
         "INSERT INTO sync_pass_frontier SELECT w.* FROM sync_pass_want w \
          WHERE NOT EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = w.replica \
@@ -256,6 +262,31 @@ fn keep_what_others_lean_on(tables: &[PlanTable]) {
                 ));
             }
         }
+    }
+}
+
+/// A touched row of a following table goes where its parent is: kept when
+/// the replica holds its parent outside the rows in question (a parent that
+/// is kept otherwise brings its followers along in the rounds that follow).
+fn keep_followers_of_what_stays(tables: &[PlanTable]) {
+    for table in tables.iter().filter(|t| t.goes_down) {
+        let Some(followed) = table.followed() else {
+            continue;
+        };
+        db::run(&format!(
+            "INSERT INTO sync_pass_want \
+             SELECT c.replica, c.table_name, c.key FROM sync_pass_candidates c \
+             JOIN {rel} AS t ON c.table_name = {name} AND {is_c} \
+             JOIN sync.held h ON h.replica = c.replica AND h.table_name = {parent} \
+                  AND h.key = {parent_key} AND h.leaving IS NULL \
+             WHERE NOT EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = h.replica \
+                               AND q.table_name = h.table_name AND q.key = h.key)",
+            rel = table.relation,
+            name = quote_literal(&table.name),
+            is_c = row_is(table, "t", "c.key"),
+            parent = quote_literal(&followed.parent),
+            parent_key = key_text_of("t", &followed.columns),
+        ));
     }
 }
 

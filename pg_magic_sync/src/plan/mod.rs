@@ -22,24 +22,49 @@ mod model;
 mod reach;
 mod snapshot;
 
-pub use model::{Assignments, Members, PlanTable, Reference, Rule};
+pub use model::{PlanTable, Rule};
 
 use crate::db;
 use crate::table_sql::quote_literal;
 
 const READ_NOTES: &str = "\
     CREATE TEMP TABLE sync_pass_notes ON COMMIT DROP AS \
-    SELECT id, table_name, key FROM sync.notes ORDER BY id LIMIT $1";
+    SELECT ctid AS at, id, table_name, key FROM sync.notes ORDER BY id LIMIT $1";
 
+/// Groups' changes: a row joining or leaving a group, a group given to or
+/// taken from a replica.
+const READ_GROUP_NOTES: &str = "\
+    CREATE TEMP TABLE sync_pass_group_notes ON COMMIT DROP AS \
+    SELECT id, table_name, group_key, key, replica FROM sync.group_notes ORDER BY id LIMIT $1";
+
+/// A row's version is its newest note the snapshot sees, in the batch or
+/// beyond it: a replica recorded at that version lacks none of its changes.
 const CHANGED_ROWS: &str = "\
     CREATE TEMP TABLE sync_pass_changed ON COMMIT DROP AS \
-    SELECT c.table_name, c.key, \
-           (SELECT max(n.id) FROM sync.notes n WHERE n.table_name = c.table_name AND n.key = c.key) AS note \
-    FROM (SELECT DISTINCT table_name, key FROM sync_pass_notes) AS c";
+    SELECT n.table_name, n.key, max(n.id) AS note FROM sync.notes n \
+    WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key) \
+    GROUP BY n.table_name, n.key";
 
 const TOUCHED: &str = "\
     CREATE TEMP TABLE sync_pass_touched ON COMMIT DROP AS \
-    SELECT NULL::uuid AS replica, table_name, key FROM sync_pass_changed";
+    SELECT NULL::uuid AS replica, table_name, key FROM sync_pass_changed \
+    UNION SELECT NULL::uuid, table_name, key FROM sync_pass_group_notes WHERE key IS NOT NULL";
+
+/// A row set aside that changed since may go through now.
+const RELEASE_CHANGED: &str = "\
+    DELETE FROM sync.quarantine q USING sync_pass_changed c \
+    WHERE q.table_name = c.table_name AND q.key = c.key AND c.note > q.note";
+
+/// Rows whose retry is due are planned again, for every replica.
+const RELEASE_DUE: &str = "\
+    WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table_name, key) \
+    INSERT INTO sync_pass_touched SELECT NULL, table_name, key FROM due";
+
+/// What cannot go: the rows set aside, and, a round at a time, every row
+/// that points at one (a row that follows one points at it).
+const BLOCKED: &str = "\
+    CREATE TEMP TABLE sync_pass_blocked ON COMMIT DROP AS \
+    SELECT NULL::uuid AS replica, table_name, key FROM sync.quarantine";
 
 const OLD_POINTERS: &str = "\
     CREATE TEMP TABLE sync_pass_old_pointers ( \
@@ -57,20 +82,35 @@ const PLAN: &str = "\
 /// The scratch tables planning leaves for the rest of the pass.
 pub const PASS_TABLES: &[&str] = &[
     "sync_pass_notes",
+    "sync_pass_group_notes",
     "sync_pass_changed",
     "sync_pass_touched",
     "sync_pass_old_pointers",
     "sync_pass_replicas",
     "sync_pass_provisioning",
     "sync_pass_plan",
+    "sync_pass_blocked",
+    "sync_pass_current",
+    "sync_pass_question",
+    "sync_pass_want",
+    "sync_pass_frontier",
+    "sync_pass_candidates",
 ];
 
 /// Reads the pending notes and works out what every live replica is sent.
 /// Answers how many notes it read.
-pub fn plan(tables: &[PlanTable], notes_per_pass: i64) -> i64 {
+pub fn plan(tables: &[PlanTable], notes_per_pass: i64, retry_all: bool) -> i64 {
     db::run_with(READ_NOTES, &[notes_per_pass.into()]);
+    db::run_with(READ_GROUP_NOTES, &[notes_per_pass.into()]);
     db::run(CHANGED_ROWS);
     db::run(TOUCHED);
+    touch_groups_given_or_taken(tables);
+    if retry_all {
+        db::run("UPDATE sync.quarantine SET retry_at = now()");
+    }
+    db::run(RELEASE_CHANGED);
+    db::run(RELEASE_DUE);
+    block(tables);
     read_old_pointers(tables);
     // Temporary tables have no statistics until analyzed: without them the
     // planner takes a million rows for a few.
@@ -81,7 +121,74 @@ pub fn plan(tables: &[PlanTable], notes_per_pass: i64) -> i64 {
     snapshot::plan_snapshots(tables);
     incremental::plan_changes(tables);
     db::run("ANALYZE sync_pass_plan");
-    db::one::<i64>("SELECT count(*) FROM sync_pass_notes", &[]).unwrap_or(0)
+    db::one::<i64>(
+        "SELECT (SELECT count(*) FROM sync_pass_notes) + (SELECT count(*) FROM sync_pass_group_notes)",
+        &[],
+    )
+    .unwrap_or(0)
+}
+
+/// A group given to or taken from a replica touches, for that replica, the
+/// rows that are members of the group.
+fn touch_groups_given_or_taken(tables: &[PlanTable]) {
+    for table in tables.iter().filter(|t| t.goes_down) {
+        let Rule::Grouped { members, .. } = &table.rule else {
+            continue;
+        };
+        db::run(&format!(
+            "INSERT INTO sync_pass_touched \
+             SELECT DISTINCT g.replica, g.table_name, {member} \
+             FROM sync_pass_group_notes g JOIN {relation} AS m ON {group} = g.group_key \
+             WHERE g.table_name = {name} AND g.replica IS NOT NULL AND {member} IS NOT NULL",
+            member = reach::key_text_of("m", &members.row),
+            group = reach::key_text_of("m", &members.group),
+            relation = members.relation,
+            name = quote_literal(&table.name),
+        ));
+    }
+}
+
+/// The rows that cannot go (`sync_pass_blocked`), which are also touched:
+/// a replica holding an older version of one has it taken back.
+fn block(tables: &[PlanTable]) {
+    db::run(BLOCKED);
+    let empty = db::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]);
+    if empty.unwrap_or(true) {
+        return;
+    }
+    db::run(
+        "CREATE TEMP TABLE sync_pass_frontier ON COMMIT DROP AS SELECT * FROM sync_pass_blocked",
+    );
+    loop {
+        let mut pointing = Vec::new();
+        for table in tables.iter().filter(|t| t.goes_down) {
+            for reference in &table.references {
+                pointing.push(reach::children(table, reference, "sync_pass_frontier"));
+            }
+        }
+        if pointing.is_empty() {
+            break;
+        }
+        db::run(&format!(
+            "CREATE TEMP TABLE sync_pass_reached ON COMMIT DROP AS \
+             SELECT DISTINCT NULL::uuid AS replica, table_name, key \
+             FROM ({}) AS c(replica, table_name, key) \
+             WHERE NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+                               WHERE b.table_name = c.table_name AND b.key = c.key)",
+            pointing.join(" UNION ")
+        ));
+        db::run("INSERT INTO sync_pass_blocked SELECT * FROM sync_pass_reached");
+        db::run("TRUNCATE sync_pass_frontier");
+        db::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_reached");
+        db::run("DROP TABLE sync_pass_reached");
+        if db::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_frontier)", &[])
+            .unwrap_or(true)
+        {
+            break;
+        }
+    }
+    db::run("DROP TABLE sync_pass_frontier");
+    db::run("INSERT INTO sync_pass_touched SELECT * FROM sync_pass_blocked");
 }
 
 /// What every pending note says its row pointed at before the change, per

@@ -3,7 +3,7 @@
 
 use magic_sync_proto::key::KeyType;
 
-use crate::catalog::Declared;
+use crate::catalog::{self, Declared};
 
 /// Which replicas a table's rules send its rows to, for their own sake.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,14 +96,47 @@ impl PlanTable {
         PlanTable {
             name: table.name.clone(),
             relation: table.relation.clone(),
-            source: table.relation.clone(),
+            source: table.source().to_owned(),
             key_columns: table.key_columns.clone(),
             key_types: table.key_types.clone(),
-            goes_down: true,
-            rule: Rule::Broadcast,
-            partition: None,
-            references: Vec::new(),
+            goes_down: table.mirror.goes_down(),
+            rule: rule_of(&table.rule),
+            partition: table.partition.clone(),
+            references: table
+                .references
+                .iter()
+                .map(|r| Reference {
+                    parent: r.parent.clone(),
+                    columns: r.columns.clone(),
+                    key_types: r.key_types.clone(),
+                })
+                .collect(),
             position: table.position,
         }
+    }
+}
+
+fn rule_of(rule: &catalog::Rule) -> Rule {
+    match rule {
+        catalog::Rule::None => Rule::None,
+        catalog::Rule::Broadcast => Rule::Broadcast,
+        catalog::Rule::Assigned { column } => Rule::Assigned {
+            column: column.clone(),
+        },
+        catalog::Rule::Follows { reference, .. } => Rule::Follows {
+            reference: *reference,
+        },
+        catalog::Rule::Grouped { members, assigned } => Rule::Grouped {
+            members: Members {
+                relation: members.relation.clone(),
+                row: members.row.clone(),
+                group: members.group.clone(),
+            },
+            assigned: Assignments {
+                relation: assigned.relation.clone(),
+                group: assigned.group.clone(),
+                replica: assigned.replica.clone(),
+            },
+        },
     }
 }

@@ -22,6 +22,8 @@ const ADVANCE: &str = "\
         SELECT DISTINCT c.replica, c.table_name, c.key, 'u', 0 FROM sync_pass_reached c \
         WHERE NOT EXISTS (SELECT 1 FROM sync_pass_plan p WHERE p.replica = c.replica \
                           AND p.table_name = c.table_name AND p.key = c.key) \
+          AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+                          WHERE b.table_name = c.table_name AND b.key = c.key) \
         RETURNING replica, table_name, key) \
     INSERT INTO sync_pass_frontier SELECT * FROM added";
 
@@ -46,6 +48,11 @@ pub fn plan_snapshots(tables: &[PlanTable]) {
             ));
         }
     }
+    // What cannot go is never planned: nor is anything that points at it.
+    db::run(
+        "DELETE FROM sync_pass_plan p USING sync_pass_blocked b, sync_pass_provisioning r \
+         WHERE p.replica = r.id AND p.table_name = b.table_name AND p.key = b.key",
+    );
     if closes_over_anything(tables) {
         db::run(FRONTIER);
         db::run(

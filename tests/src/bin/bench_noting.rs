@@ -12,9 +12,8 @@
 //!   machine inflate less), and of the totals.
 //! - A bulk INSERT of many rows into each table, one statement.
 //!
-//! Run with `bash scripts/bench.sh noting` or
-//! `cargo run --release -p magic_sync_tests --no-default-features --bin bench_noting`
-//! after `cargo pgrx install --release`. Options: `--rows N` (table size),
+//! Run `cargo pgrx install --release -p magic_sync`, then
+//! `cargo run --release -p magic_sync_tests --no-default-features --bin bench_noting`. Options: `--rows N` (table size),
 //! `--updates N` (per table), `--bulk N` (0 skips it), `--setup SQL`
 //! (run before measuring, to try a variant).
 

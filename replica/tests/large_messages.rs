@@ -1,0 +1,246 @@
+//! Large messages take the engine's quicker ways: its own triggers set aside
+//! while it writes (when they are the database's only ones), rows written
+//! several to a statement, a snapshot's keys kept per message. Each must
+//! take exactly what writing one row at a time, with every trigger running,
+//! takes — the same rows, the same rejections, the same report.
+
+mod common;
+
+use common::*;
+use magic_sync_replica::{Received, Replica, Table, Tables};
+use serde_json::json;
+
+const SCHEMA: &str = "
+    CREATE TABLE items (
+        id         INTEGER PRIMARY KEY,
+        name       TEXT NOT NULL,
+        qty        INTEGER CHECK (qty >= 0),
+        price      REAL,
+        tag        BLOB,
+        retired_at TEXT
+    );
+    CREATE TABLE labels (id BLOB PRIMARY KEY, text TEXT UNIQUE);
+    CREATE TABLE scratch (x);
+";
+
+fn shop_tables() -> Tables {
+    Tables::new(vec![
+        Table::catalog("items").retired("retired_at"),
+        Table::catalog("labels"),
+    ])
+}
+
+/// Two replicas of the same database: the first as a device has it, the
+/// second with a trigger of the device program's own (on a table the server
+/// does not send), so its engine never sets triggers aside and writes one
+/// row at a time.
+fn twins() -> (Shop, Replica, Shop, Replica) {
+    let quick = Shop::with_schema(SCHEMA);
+    let plain = Shop::with_schema(SCHEMA);
+    plain
+        .connect()
+        .execute_batch("CREATE TRIGGER program_scratch AFTER INSERT ON scratch BEGIN SELECT 1; END")
+        .unwrap();
+    let quick_replica = quick.open_with(shop_tables());
+    let plain_replica = plain.open_with(shop_tables());
+    (quick, quick_replica, plain, plain_replica)
+}
+
+/// Everything the replica holds and keeps, as text.
+fn contents(replica: &Replica) -> Vec<String> {
+    let conn = replica.connection();
+    let tables = strings(
+        conn,
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    );
+    let mut out = Vec::new();
+    for table in tables {
+        let mut statement = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        let width = statement.column_count();
+        let mut rows: Vec<String> = statement
+            .query_map([], |row| {
+                let values: Vec<String> = (0..width)
+                    .map(|i| format!("{:?}", row.get_ref(i).unwrap()))
+                    .collect();
+                Ok(values.join(","))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        rows.sort();
+        out.push(format!("{table}: {}", rows.join("; ")));
+    }
+    out
+}
+
+/// An item's row as the server sends it.
+fn item(id: i64, name: &str, qty: i64) -> serde_json::Value {
+    json!({"id": id.to_string(), "name": name, "qty": qty.to_string(), "price": 1.5})
+}
+
+/// A part of `n` items from `first`, every `bad`-th refused by the
+/// database (a negative quantity), every `short`-th carrying fewer
+/// columns, every `broken`-th not decoding.
+fn items(first: i64, n: i64, bad: i64, short: i64, broken: i64) -> Part {
+    let mut part = part("items");
+    for id in first..first + n {
+        let key = id.to_string();
+        part = if broken > 0 && id % broken == 0 {
+            part.row(&key, json!({"id": key, "name": "broken", "qty": "many"}))
+        } else if bad > 0 && id % bad == 0 {
+            part.row(&key, item(id, "refused", -1))
+        } else if short > 0 && id % short == 0 {
+            part.row(&key, json!({"id": key, "name": format!("short {id}")}))
+        } else {
+            part.row(&key, item(id, &format!("item {id}"), id % 7))
+        };
+    }
+    part
+}
+
+fn label(n: u128, text: &str) -> (String, serde_json::Value) {
+    let id = uuid(n);
+    (id.clone(), json!({"id": id, "text": text}))
+}
+
+/// The same messages to both; each answered the same, each leaving both
+/// holding the same.
+fn both(quick: &mut Replica, plain: &mut Replica, messages: &[Vec<u8>]) -> Vec<Received> {
+    let mut answers = Vec::new();
+    for message in messages {
+        let a = quick.receive(message).unwrap();
+        let b = plain.receive(message).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(contents(quick), contents(plain));
+        answers.push(a);
+    }
+    answers
+}
+
+#[test]
+fn a_large_snapshot_takes_what_one_row_at_a_time_takes() {
+    let (_q, mut quick, _p, mut plain) = twins();
+    let mut server = Server::new();
+    let mut labels = part("labels");
+    for n in 0..40 {
+        let (id, row) = label(n, &format!("label {n}"));
+        labels = labels.row(&id, row);
+    }
+    // Two labels swap a unique value: both refused, as one at a time.
+    let (a, _) = label(3, "");
+    let (b, _) = label(4, "");
+    labels = labels
+        .row(&a, json!({"id": a, "text": "label 4"}))
+        .row(&b, json!({"id": b, "text": "label 3"}));
+    let messages = vec![
+        server.begin(vec![items(0, 100, 0, 0, 0), labels]),
+        // Rows refused by the database, rows that do not decode, rows
+        // carrying fewer columns, a key sent twice (the later row is the
+        // one), in one part.
+        server.down(vec![items(100, 100, 17, 5, 23)
+            .row("150", item(150, "again", 3))
+            .row("101", item(101, "again", 1))]),
+        server.down(vec![items(200, 64, 0, 0, 0).delete("7").delete("8")]),
+        server.down(vec![items(264, 40, 0, 2, 0), items(304, 33, 13, 0, 0)]),
+        server.end(&["items", "labels"]),
+    ];
+    let answers = both(&mut quick, &mut plain, &messages);
+    let Received::Applied { rejected, .. } = &answers[1] else {
+        panic!("{:?}", answers[1]);
+    };
+    assert!(rejected.iter().any(|r| r.key == "119"), "{rejected:?}");
+    assert!(rejected.iter().any(|r| r.key == "115"), "{rejected:?}");
+    // Then a snapshot that names fewer rows sweeps the rest.
+    let messages = vec![
+        server.begin(vec![items(0, 50, 0, 0, 0)]),
+        // Let go of and sent again in one part: held.
+        server.down(vec![items(50, 20, 0, 0, 0).delete("60")]),
+        // Let go of by a later message of the snapshot: not named.
+        server.down(vec![part("items").delete("61")]),
+        server.end(&["items", "labels"]),
+    ];
+    let answers = both(&mut quick, &mut plain, &messages);
+    assert!(matches!(&answers[3], Received::Ended { swept, .. } if swept.len() == 2));
+    let conn = quick.connection();
+    assert_eq!(count(conn, "SELECT count(*) FROM items"), 69);
+    assert_eq!(count(conn, "SELECT count(*) FROM labels"), 0);
+}
+
+#[test]
+fn a_row_that_ends_the_transaction_is_found_among_rows_written_together() {
+    let (_q, mut quick, _p, mut plain) = twins();
+    for replica in [&quick, &plain] {
+        replica
+            .connection()
+            .execute_batch(
+                "CREATE TEMP TRIGGER program_boom BEFORE INSERT ON items WHEN NEW.name = 'boom'
+                 BEGIN SELECT RAISE(ROLLBACK, 'boom'); END",
+            )
+            .unwrap();
+    }
+    // A part of items from `first` to `last`, `boom` among them.
+    let with_boom = |first: i64, last: i64, boom: i64| {
+        let mut part = part("items");
+        for id in first..last {
+            let name = if id == boom { "boom" } else { "item" };
+            part = part.row(&id.to_string(), item(id, name, 1));
+        }
+        part
+    };
+    let mut server = Server::new();
+    let messages = vec![
+        server.begin(vec![with_boom(0, 100, 40)]),
+        server.down(vec![with_boom(100, 170, 110)]),
+        server.end(&["items"]),
+    ];
+    let answers = both(&mut quick, &mut plain, &messages);
+    let Received::Applied { rejected, .. } = &answers[1] else {
+        panic!("{:?}", answers[1]);
+    };
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].key, "110");
+    assert!(rejected[0].reason.contains("boom"), "{rejected:?}");
+}
+
+#[test]
+fn a_trigger_of_the_programs_own_runs_for_every_row_of_a_large_message() {
+    let shop = Shop::with_schema(SCHEMA);
+    let mut replica = shop.open_with(shop_tables());
+    let mut server = Server::new();
+    apply(&mut replica, &server.begin(vec![items(0, 100, 0, 0, 0)]));
+    // Written after the replica opened, as a program's own migration may.
+    shop.connect()
+        .execute_batch(
+            "CREATE TABLE seen (id INTEGER);
+             CREATE TRIGGER program_seen AFTER INSERT ON items BEGIN INSERT INTO seen VALUES (NEW.id); END",
+        )
+        .unwrap();
+    apply(&mut replica, &server.down(vec![items(100, 100, 0, 0, 0)]));
+    let conn = replica.connection();
+    assert_eq!(count(conn, "SELECT count(*) FROM seen"), 100);
+    assert_eq!(count(conn, "SELECT min(id) FROM seen"), 100);
+}
+
+#[test]
+fn after_a_large_message_the_engines_triggers_refuse_the_programs_writes() {
+    let shop = Shop::with_schema(SCHEMA);
+    let mut replica = shop.open_with(shop_tables());
+    let mut server = Server::new();
+    apply(&mut replica, &server.begin(vec![items(0, 100, 0, 0, 0)]));
+    apply(&mut replica, &server.down(vec![items(100, 100, 0, 0, 0)]));
+    apply(&mut replica, &server.end(&["items"]));
+    let conn = replica.connection();
+    assert_eq!(count(conn, "SELECT writing FROM sync_state"), 0);
+    for write in [
+        "INSERT INTO items (id, name) VALUES (1000, 'mine')",
+        "UPDATE items SET name = 'mine' WHERE id = 1",
+        "DELETE FROM items WHERE id = 2",
+    ] {
+        let refused = conn.execute(write, []).unwrap_err().to_string();
+        assert!(
+            refused.contains("items is written by the server"),
+            "{refused}"
+        );
+    }
+    assert_eq!(count(conn, "SELECT count(*) FROM items"), 200);
+}

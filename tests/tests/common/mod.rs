@@ -1,0 +1,184 @@
+//! What the end-to-end tests share: the shop's schema on both sides, a
+//! throwaway cluster with it, registers on SQLite files, and the default
+//! transport's client.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use magic_sync_replica::queue;
+use magic_sync_replica::{install, Received, Replica, Settings, Table, Tables};
+use magic_sync_tests::Cluster;
+use postgres::Client;
+use rusqlite::Connection;
+use tempfile::TempDir;
+use uuid::Uuid;
+
+pub const SERVER_SCHEMA: &str = "
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.registers (
+        id     uuid PRIMARY KEY,
+        name   text NOT NULL,
+        active boolean NOT NULL DEFAULT true);
+    CREATE TABLE shop.products (
+        id          uuid PRIMARY KEY,
+        name        text NOT NULL,
+        price_cents bigint NOT NULL,
+        updated_at  timestamptz NOT NULL DEFAULT now());
+    SELECT sync.declare_replicas('shop.registers', live => 'active');
+    SELECT sync.declare_table('shop.products', sync => 'broadcast');
+";
+
+pub const REGISTER_SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS products (
+        id          BLOB PRIMARY KEY NOT NULL,
+        name        TEXT NOT NULL,
+        price_cents INTEGER NOT NULL,
+        updated_at  TEXT NOT NULL);
+";
+
+/// A product as both sides hold it: id, name, price, instant as text.
+pub type Product = (Uuid, String, i64, String);
+
+pub struct Shop {
+    _cluster: Cluster,
+    pub pg: Client,
+    dir: TempDir,
+}
+
+impl Shop {
+    pub fn open() -> Shop {
+        let cluster = Cluster::start();
+        let mut pg = cluster.database_with_extension("shop");
+        pg.batch_execute(SERVER_SCHEMA).expect("the shop's schema");
+        Shop {
+            _cluster: cluster,
+            pg,
+            dir: tempfile::tempdir().expect("a directory for the registers"),
+        }
+    }
+
+    /// Connects again, taking the database's settings afresh.
+    pub fn reconnect(&mut self) {
+        self.pg = self._cluster.connect("shop");
+    }
+
+    pub fn add_register(&mut self, name: &str) -> Uuid {
+        let id = Uuid::new_v4();
+        self.pg
+            .execute(
+                "INSERT INTO shop.registers (id, name) VALUES ($1, $2)",
+                &[&id, &name],
+            )
+            .unwrap();
+        id
+    }
+
+    pub fn file_of(&self, register: Uuid) -> PathBuf {
+        self.dir.path().join(format!("{register}.db"))
+    }
+
+    pub fn run(&mut self, sql: &str) {
+        self.pg.batch_execute(sql).unwrap();
+    }
+
+    pub fn relay(&mut self) -> serde_json::Value {
+        let row = self.pg.query_one("CALL sync.relay()", &[]).unwrap();
+        row.get(0)
+    }
+
+    pub fn products(&mut self) -> Vec<Product> {
+        let mut rows: Vec<Product> = self
+            .pg
+            .query(
+                "SELECT id, name, price_cents, \
+                 to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+                 FROM shop.products",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+            .collect();
+        rows.sort();
+        rows
+    }
+}
+
+pub fn tables() -> Tables {
+    Tables::new(vec![Table::catalog("products")])
+}
+
+/// Opens a register's replica on its SQLite file, as its program does at
+/// start: the schema, the engine's tables, then the replica.
+pub fn open_register(file: &Path, me: Uuid) -> Replica {
+    let mut conn = Connection::open(file).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+         PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;",
+    )
+    .unwrap();
+    conn.execute_batch(REGISTER_SCHEMA).unwrap();
+    install(&mut conn, &tables()).unwrap();
+    Replica::open(conn, tables(), me, Settings::default()).unwrap()
+}
+
+pub fn held_by(replica: &Replica) -> Vec<Product> {
+    let mut rows: Vec<Product> = replica
+        .connection()
+        .prepare("SELECT id, name, price_cents, updated_at FROM products")
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            Ok((
+                Uuid::from_slice(&id).expect("a 16-byte id"),
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows.sort();
+    rows
+}
+
+/// Takes, applies and acknowledges every message waiting for a register.
+pub fn deliver(pg: &mut Client, register: &mut Replica) -> Vec<Received> {
+    queue::deliver(pg, register).expect("delivers")
+}
+
+/// Sends up what a register has to say; answers what the server made of it.
+pub fn report(pg: &mut Client, register: &mut Replica) -> Vec<serde_json::Value> {
+    queue::report(pg, register).expect("reports")
+}
+
+pub fn next(pg: &mut Client, register: &Replica) -> Option<(String, Vec<u8>)> {
+    queue::next(pg, register).expect("sync.next")
+}
+
+pub fn ack(pg: &mut Client, register: &Replica, id: &str) -> bool {
+    queue::ack(pg, register, id).expect("sync.ack")
+}
+
+/// One relay pass, then every register takes what waits for it and says
+/// what it applied.
+pub fn sync_all(shop: &mut Shop, registers: &mut [Replica]) {
+    shop.relay();
+    for register in registers.iter_mut() {
+        deliver(&mut shop.pg, register);
+        report(&mut shop.pg, register);
+    }
+}
+
+pub fn assert_each_holds_the_servers_products(shop: &mut Shop, registers: &[Replica]) {
+    let expected = shop.products();
+    for register in registers {
+        assert_eq!(
+            held_by(register),
+            expected,
+            "register {} differs from the server",
+            register.me()
+        );
+    }
+}
