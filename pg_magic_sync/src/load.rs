@@ -5,6 +5,7 @@
 
 use crate::catalog::Declared;
 use crate::db;
+use crate::plan::{key_of, PlanTable};
 use crate::table_sql::{key_matches, quote_literal, row_json};
 
 const ROWS: &str = "\
@@ -31,6 +32,20 @@ pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
             json = row_json(table, "t"),
             rel = table.relation,
             matches = key_matches(table, "t", "k.key"),
+        ));
+    }
+    // A table sent whole to more than one cohort: every row of it, once.
+    for table in tables {
+        db::run(&format!(
+            "INSERT INTO sync_pass_rows \
+             SELECT {name}, {key}, convert_to(({json})::text, 'UTF8') FROM {rel} AS t \
+             WHERE (SELECT count(DISTINCT r.cohort) FROM sync_pass_whole w \
+                    JOIN sync_pass_representatives r ON r.replica = w.replica \
+                    WHERE w.table_name = {name}) > 1",
+            name = quote_literal(&table.name),
+            key = key_of(&PlanTable::from_declared(table), "t"),
+            json = row_json(table, "t"),
+            rel = table.relation,
         ));
     }
     db::run("ANALYZE sync_pass_rows");

@@ -10,6 +10,7 @@
 //! never the plan.
 
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use pgrx::prelude::*;
 use uuid::Uuid;
@@ -20,8 +21,11 @@ use crate::catalog::Declared;
 use crate::db::{self, from_pg, to_pg};
 use crate::envelope::{self, Head, Kind};
 use crate::pack::{Op, Packer};
+use crate::plan::{key_of, PlanTable};
 use crate::seal::{self, Sealed};
-use crate::table_sql::{key_matches, quote_literal, row_json};
+use crate::steps::Steps;
+use crate::table_sql::{key_matches, quote_ident, quote_literal, row_json};
+use magic_sync_proto::key::KeyType;
 
 /// The epoch messages are numbered and sealed in.
 pub struct Epoch {
@@ -58,17 +62,22 @@ const COHORTS: &str = "\
     LEFT JOIN (SELECT replica, count(*) AS n, \
                       sum(hashtextextended(table_name || '/' || op || '/' || key, 0)::numeric) AS h1, \
                       bit_xor(hashtextextended(table_name || '/' || op || '/' || key, 1)) AS h2 \
-               FROM sync_pass_plan GROUP BY replica) AS s ON s.replica = r.id \
+               FROM (SELECT replica, table_name, op, key FROM sync_pass_plan \
+                     UNION ALL SELECT replica, table_name, 'w', '' FROM sync_pass_whole) AS p \
+               GROUP BY replica) AS s ON s.replica = r.id \
     WHERE r.provision OR s.n > 0; \
     CREATE TEMP TABLE sync_pass_representatives ON COMMIT DROP AS \
     SELECT cohort, (array_agg(replica ORDER BY replica))[1] AS replica \
     FROM sync_pass_cohorts GROUP BY cohort";
 
-/// Which tables each cohort has rows of, to delete and to upsert.
+/// Which tables each cohort has rows of, to delete and to upsert ('w': the
+/// whole table).
 const PARTS: &str = "\
     SELECT DISTINCT r.cohort, r.replica, p.table_name, p.op \
     FROM sync_pass_representatives r JOIN sync_pass_plan p ON p.replica = r.replica \
-    ORDER BY r.cohort";
+    UNION SELECT r.cohort, r.replica, w.table_name, 'w' \
+    FROM sync_pass_representatives r JOIN sync_pass_whole w ON w.replica = r.replica \
+    ORDER BY 1";
 
 const MEMBERS: &str = "\
     SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce \
@@ -118,10 +127,11 @@ pub fn form_cohorts() -> i64 {
 /// Packs, numbers, seals and records every cohort's messages. When a row no
 /// message can carry turns up, the pass goes on to find every such row, and
 /// then fails with them all (sql/relay.sql sets them aside and plans again).
-pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits) -> Recorded {
+pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut Steps) -> Recorded {
     db::run(FORGET_PROVISIONED);
-    let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables));
+    let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables), steps);
     let mut too_large = Vec::new();
+    let partitions = partitions();
     for (cohort, parts) in parts_by_cohort() {
         let mut packing = Packing::new(cohort, limits);
         // Parents' rows first, then deletes, children first: a row that
@@ -131,21 +141,29 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits) -> Recorded {
         let upserts = tables.iter().map(|t| (t, Op::Upsert));
         let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
         for (table, op) in upserts.chain(deletes) {
-            let Some(representative) = parts.get(&(table.name.clone(), op)) else {
+            let Some(part) = parts.get(&(table.name.clone(), op)) else {
                 continue;
             };
-            let sql = rows_of_part(table, op, *representative);
+            let sql = match part {
+                Part::Whole(replica) => rows_of_whole(table, partitions.get(replica)),
+                Part::Listed(replica) => rows_of_part(table, op, *replica),
+            };
+            let mut reading = Instant::now();
             db::for_each_chunk(
                 &sql,
                 2_000,
                 |row| Planned::read(&table.name, op, row),
                 |rows| {
+                    writer.steps.add("record.read", reading.elapsed());
+                    let packing_started = Instant::now();
                     for row in rows {
                         if let Err(refused) = packing.push(row, &mut writer) {
                             too_large.push(refused);
                         }
                     }
+                    writer.steps.add("record.pack", packing_started.elapsed());
                     writer.flush_if_full();
+                    reading = Instant::now();
                 },
             );
         }
@@ -173,10 +191,17 @@ fn refuse_the_pass(rows: &[TooLarge]) -> ! {
     unreachable!("an ERROR does not return")
 }
 
+/// Where a part's rows come from: the plan of a replica, or the whole table.
+#[derive(Clone, Copy)]
+enum Part {
+    Listed(Uuid),
+    Whole(Uuid),
+}
+
 /// Per cohort, the (table, op) parts it has rows of, and the replica whose
 /// plan they are read from.
-fn parts_by_cohort() -> BTreeMap<i32, BTreeMap<(String, Op), Uuid>> {
-    let mut cohorts: BTreeMap<i32, BTreeMap<(String, Op), Uuid>> = BTreeMap::new();
+fn parts_by_cohort() -> BTreeMap<i32, BTreeMap<(String, Op), Part>> {
+    let mut cohorts: BTreeMap<i32, BTreeMap<(String, Op), Part>> = BTreeMap::new();
     db::for_each_chunk(
         PARTS,
         10_000,
@@ -184,19 +209,71 @@ fn parts_by_cohort() -> BTreeMap<i32, BTreeMap<(String, Op), Uuid>> {
             let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
             let replica = from_pg(row.get(2).ok().flatten().expect("a replica"));
             let table: String = row.get(3).ok().flatten().unwrap_or_default();
-            let op = Op::from_code(&row.get::<String>(4).ok().flatten().unwrap_or_default());
-            (cohort, table, op, replica)
+            let code = row.get::<String>(4).ok().flatten().unwrap_or_default();
+            let part = if code == "w" {
+                Part::Whole(replica)
+            } else {
+                Part::Listed(replica)
+            };
+            (cohort, table, Op::from_code(&code), part)
         },
         |rows| {
-            for (cohort, table, op, replica) in rows {
-                cohorts
-                    .entry(cohort)
-                    .or_default()
-                    .insert((table, op), replica);
+            for (cohort, table, op, part) in rows {
+                cohorts.entry(cohort).or_default().insert((table, op), part);
             }
         },
     );
     cohorts
+}
+
+/// The partition of every replica of this pass.
+fn partitions() -> BTreeMap<Uuid, Option<String>> {
+    let mut partitions = BTreeMap::new();
+    db::for_each_chunk(
+        "SELECT id, partition FROM sync_pass_replicas",
+        10_000,
+        |row| {
+            (
+                from_pg(row.get(1).ok().flatten().expect("a replica")),
+                row.get::<String>(2).ok().flatten(),
+            )
+        },
+        |rows| partitions.extend(rows),
+    );
+    partitions
+}
+
+/// Every row of a table sent whole (of the replica's partition), in key
+/// order, at version 0: a note still pending sends it again later, which
+/// only ever repeats a row, never misses one.
+fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String {
+    let planned = PlanTable::from_declared(table);
+    let within = match (&planned.partition, partition.cloned().flatten()) {
+        (Some(column), Some(value)) => format!(
+            " WHERE (t.{})::text = {}",
+            quote_ident(column),
+            quote_literal(&value)
+        ),
+        (Some(column), None) => format!(" WHERE t.{} IS NULL", quote_ident(column)),
+        (None, _) => String::new(),
+    };
+    let order = match planned.key_types.as_slice() {
+        // A UUID's text sorts as the UUID does, and the UUID sorts faster.
+        [KeyType::Uuid] => format!("t.{}", quote_ident(&planned.key_columns[0])),
+        _ => format!("({}) COLLATE \"C\"", key_of(&planned, "t")),
+    };
+    format!(
+        "SELECT {key}, 0::bigint, \
+                CASE WHEN w.bytes IS NOT NULL THEN w.bytes \
+                     ELSE convert_to(({json})::text, 'UTF8') END \
+         FROM {rel} AS t \
+         LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = {key}\
+         {within} ORDER BY {order}",
+        key = key_of(&planned, "t"),
+        json = row_json(table, "t"),
+        rel = table.relation,
+        name = quote_literal(&table.name),
+    )
 }
 
 /// The rows of one part of a cohort's plan: keys to delete, or keys, notes
@@ -382,6 +459,7 @@ struct Pending {
 /// bodies at a time.
 struct Writer<'e> {
     epoch: &'e Epoch,
+    steps: &'e mut Steps,
     cohorts: BTreeMap<i32, Vec<Member>>,
     end_body: Vec<u8>,
     pending: Vec<Pending>,
@@ -391,9 +469,15 @@ struct Writer<'e> {
 }
 
 impl<'e> Writer<'e> {
-    fn new(epoch: &'e Epoch, cohorts: BTreeMap<i32, Vec<Member>>, end_body: Vec<u8>) -> Self {
+    fn new(
+        epoch: &'e Epoch,
+        cohorts: BTreeMap<i32, Vec<Member>>,
+        end_body: Vec<u8>,
+        steps: &'e mut Steps,
+    ) -> Self {
         Writer {
             epoch,
+            steps,
             cohorts,
             end_body,
             pending: Vec::new(),
@@ -449,7 +533,9 @@ impl<'e> Writer<'e> {
     }
 
     fn write(&mut self, pending: Vec<Pending>) {
+        let started = Instant::now();
         let ids = store_bodies(&pending);
+        self.steps.add("record.bodies", started.elapsed());
         let count: usize = pending.iter().map(|p| self.members_sent(p).count()).sum();
         let mut numbers = draw_numbers(count).into_iter();
         let mut outbox = Outbox::default();
@@ -471,8 +557,12 @@ impl<'e> Writer<'e> {
             }
         }
         self.recorded.messages += outbox.replica.len() as i64;
+        let started = Instant::now();
         outbox.write();
+        self.steps.add("record.outbox", started.elapsed());
+        let started = Instant::now();
         carried.write();
+        self.steps.add("record.held", started.elapsed());
     }
 
     /// The members a body is sent to.

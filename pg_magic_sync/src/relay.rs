@@ -121,6 +121,9 @@ fn record_pass() -> pgrx::JsonB {
     // Nothing runs on a database that is not as the declarations say: the
     // refusal names every problem and what fixes it.
     catalog::check_before_relay();
+    // A pass runs many short statements over scratch tables whose sizes the
+    // planner guesses: compiling them (JIT) costs more than running them.
+    db::run("SELECT set_config('jit', 'off', true)");
     let mut steps = Steps::start();
     let epoch = current_epoch();
     let observed = observe::observe_replicas();
@@ -138,7 +141,7 @@ fn record_pass() -> pgrx::JsonB {
     steps.end("cohorts");
     load::load(&tables, cohorts);
     steps.end("load");
-    let recorded = record::record(&tables, &epoch, settings::limits());
+    let recorded = record::record(&tables, &epoch, settings::limits(), &mut steps);
     steps.end("record");
     db::run(DELETE_PLANNED_NOTES);
     db::run(DROP_UNCARRIED_BODIES);

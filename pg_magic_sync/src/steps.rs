@@ -27,6 +27,15 @@ impl Steps {
         self.last = now;
     }
 
+    /// Adds time spent on `name` within a step (work done piecemeal, such as
+    /// writing what a pass records a few bodies at a time).
+    pub fn add(&mut self, name: &str, spent: std::time::Duration) {
+        let ms = spent.as_secs_f64() * 1000.0;
+        let total = self.took.get(name).and_then(Value::as_f64).unwrap_or(0.0) + ms;
+        self.took
+            .insert(name.to_owned(), Value::from((total * 10.0).round() / 10.0));
+    }
+
     /// Milliseconds per step.
     pub fn into_json(self) -> Value {
         Value::Object(self.took)

@@ -79,6 +79,12 @@ impl Cluster {
     /// Makes and starts a cluster. Panics, saying what to do, when the
     /// extension is not installed.
     pub fn start() -> Cluster {
+        Cluster::start_with(&[])
+    }
+
+    /// Makes and starts a cluster with these settings (`name=value`) on top
+    /// of the throwaway ones.
+    pub fn start_with(settings: &[&str]) -> Cluster {
         assert!(
             extension_is_installed(),
             "the magic_sync extension is not installed: run \
@@ -108,11 +114,14 @@ impl Cluster {
             "--no-sync",
         ]));
         let port = free_port();
-        let options = format!(
+        let mut options = format!(
             "-p {port} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=50",
+             -c full_page_writes=off -c max_connections=50 -c jit=off",
             dir.path().display()
         );
+        for setting in settings {
+            options.push_str(&format!(" -c {setting}"));
+        }
         output(
             as_owner(&bin.join("pg_ctl"))
                 .arg("-D")

@@ -23,6 +23,7 @@ mod reach;
 mod snapshot;
 
 pub use model::{PlanTable, Rule};
+pub use reach::key_of;
 
 use crate::db;
 use crate::table_sql::quote_literal;
@@ -88,6 +89,7 @@ pub const PASS_TABLES: &[&str] = &[
     "sync_pass_old_pointers",
     "sync_pass_replicas",
     "sync_pass_provisioning",
+    "sync_pass_whole",
     "sync_pass_plan",
     "sync_pass_blocked",
     "sync_pass_current",

@@ -69,7 +69,12 @@ pub fn row_is(table: &PlanTable, alias: &str, key: &str) -> String {
 }
 
 /// The condition that a row of a partitioned table is in the partition of
-/// the replica `replica` (a relation with a `partition` column).
+/// the replica `replica` (a relation with a `partition` column), to follow
+/// a join's condition.
+pub fn in_partition_of(table: &PlanTable, alias: &str, replica: &str) -> String {
+    same_partition(table, alias, replica)
+}
+
 fn same_partition(table: &PlanTable, alias: &str, replica: &str) -> String {
     match &table.partition {
         Some(column) => format!(

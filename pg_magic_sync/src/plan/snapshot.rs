@@ -2,14 +2,20 @@
 //! worked out from scratch. The rows its tables' rules send it, then, a
 //! round at a time, every row those point at and every row that follows
 //! them, until a round adds nothing.
+//!
+//! A table every row of which goes (broadcast, no view, nothing set aside)
+//! is not listed row by row: `sync_pass_whole` says the replica is sent all
+//! of it, and its rows are read straight from the table as they are packed.
 
-use super::model::PlanTable;
-use super::reach::{followers, parents, rule_rows};
+use super::model::{PlanTable, Rule};
+use super::reach::{followers, in_partition_of, key_of, parents, rule_rows};
 use crate::db;
+use crate::table_sql::quote_literal;
 
 const PROVISIONING: &str = "\
     CREATE TEMP TABLE sync_pass_provisioning ON COMMIT DROP AS \
-    SELECT id, partition FROM sync_pass_replicas WHERE provision";
+    SELECT id, partition FROM sync_pass_replicas WHERE provision; \
+    CREATE TEMP TABLE sync_pass_whole (replica uuid, table_name text COLLATE \"C\") ON COMMIT DROP";
 
 const FRONTIER: &str = "\
     CREATE TEMP TABLE sync_pass_frontier (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP";
@@ -22,6 +28,8 @@ const ADVANCE: &str = "\
         SELECT DISTINCT c.replica, c.table_name, c.key, 'u', 0 FROM sync_pass_reached c \
         WHERE NOT EXISTS (SELECT 1 FROM sync_pass_plan p WHERE p.replica = c.replica \
                           AND p.table_name = c.table_name AND p.key = c.key) \
+          AND NOT EXISTS (SELECT 1 FROM sync_pass_whole w \
+                          WHERE w.replica = c.replica AND w.table_name = c.table_name) \
           AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
                           WHERE b.table_name = c.table_name AND b.key = c.key) \
         RETURNING replica, table_name, key) \
@@ -40,8 +48,14 @@ pub fn plan_snapshots(tables: &[PlanTable]) {
     if db::one::<i64>("SELECT count(*) FROM sync_pass_provisioning", &[]).unwrap_or(0) == 0 {
         return;
     }
+    let whole: Vec<&PlanTable> = tables.iter().filter(|t| goes_whole(t)).collect();
     for table in tables.iter().filter(|t| t.goes_down) {
-        if let Some(rows) = rule_rows(table, "sync_pass_provisioning", None) {
+        if whole.iter().any(|w| w.name == table.name) {
+            db::run(&format!(
+                "INSERT INTO sync_pass_whole SELECT id, {} FROM sync_pass_provisioning",
+                quote_literal(&table.name)
+            ));
+        } else if let Some(rows) = rule_rows(table, "sync_pass_provisioning", None) {
             db::run(&format!(
                 "INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
                  SELECT s.*, 'u', 0 FROM ({rows}) AS s"
@@ -59,10 +73,46 @@ pub fn plan_snapshots(tables: &[PlanTable]) {
             "INSERT INTO sync_pass_frontier SELECT p.replica, p.table_name, p.key \
              FROM sync_pass_plan p JOIN sync_pass_provisioning r ON r.id = p.replica",
         );
+        // A whole table's rows are the first frontier too, where they point
+        // at parents or are followed.
+        let reaching = whole
+            .iter()
+            .filter(|t| !t.references.is_empty() || is_followed(t, tables));
+        for table in reaching {
+            db::run(&format!(
+                "INSERT INTO sync_pass_frontier SELECT w.replica, w.table_name, {key} \
+                 FROM sync_pass_whole w JOIN sync_pass_provisioning r ON r.id = w.replica \
+                 JOIN {rel} AS t ON w.table_name = {name}{within}",
+                key = key_of(table, "t"),
+                rel = table.relation,
+                name = quote_literal(&table.name),
+                within = in_partition_of(table, "t", "r"),
+            ));
+        }
         while close_one_round(tables) > 0 {}
         db::run("DROP TABLE sync_pass_frontier");
     }
     db::run(VERSIONS);
+}
+
+/// Whether every row of a table goes to every replica being provisioned (of
+/// its partition): then it is sent whole, without listing its rows.
+fn goes_whole(table: &PlanTable) -> bool {
+    table.goes_down
+        && table.rule == Rule::Broadcast
+        && table.source == table.relation
+        && db::one::<bool>(
+            "SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked WHERE table_name = $1)",
+            &[table.name.as_str().into()],
+        )
+        .unwrap_or(false)
+}
+
+/// Whether some table follows this one.
+fn is_followed(table: &PlanTable, tables: &[PlanTable]) -> bool {
+    tables
+        .iter()
+        .any(|t| t.followed().is_some_and(|r| r.parent == table.name))
 }
 
 /// Whether any table points at another or follows one: if none does, what
