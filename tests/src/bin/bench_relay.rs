@@ -157,6 +157,59 @@ fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64
     (ms, bodies, provisioning)
 }
 
+const LISTS: &str = "
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
+    CREATE TABLE shop.customers (id uuid PRIMARY KEY, name text NOT NULL);
+    CREATE TABLE shop.lists (id uuid PRIMARY KEY);
+    CREATE TABLE shop.list_members (
+        list_id uuid REFERENCES shop.lists (id), customer_id uuid REFERENCES shop.customers (id),
+        PRIMARY KEY (list_id, customer_id));
+    CREATE TABLE shop.register_lists (
+        list_id uuid REFERENCES shop.lists (id), register_id uuid REFERENCES shop.registers (id),
+        PRIMARY KEY (list_id, register_id));
+    SELECT sync.declare_replicas('shop.registers', live => 'active');
+    SELECT sync.declare_table('shop.customers',
+        sync => 'grouped(members => shop.list_members, assigned => shop.register_lists)');
+";
+
+/// A list of `customers` given to a register (one row in the assignment
+/// table): answers (milliseconds of the pass that sends them, rows sent).
+fn give_a_list(cluster: &Cluster, customers: i64) -> (f64, i64) {
+    let mut pg = cluster.database_with_extension("lists");
+    pg.batch_execute(LISTS).unwrap();
+    pg.execute(
+        "INSERT INTO shop.customers SELECT gen_random_uuid(), 'Customer ' || i \
+         FROM generate_series(1, $1::bigint) AS i",
+        &[&customers],
+    )
+    .unwrap();
+    pg.batch_execute(
+        "INSERT INTO shop.lists VALUES ('00000000-0000-0000-0000-00000000000a'); \
+         INSERT INTO shop.list_members SELECT '00000000-0000-0000-0000-00000000000a', id FROM shop.customers; \
+         INSERT INTO shop.registers VALUES ('00000000-0000-0000-0000-0000000000f1')",
+    )
+    .unwrap();
+    drain(&mut pg);
+    pg.batch_execute("DELETE FROM sync.outbox").unwrap();
+    pg.batch_execute("VACUUM ANALYZE").unwrap();
+    pg.batch_execute("SET magic_sync.pass_timings = on").unwrap();
+    pg.batch_execute(
+        "INSERT INTO shop.register_lists VALUES \
+         ('00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-0000000000f1')",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let summary = relay(&mut pg);
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    println!("    steps (ms): {}", summary["took_ms"]);
+    let sent: i64 = pg
+        .query_one("SELECT count(*) FROM sync.held WHERE table_name = 'customers'", &[])
+        .unwrap()
+        .get(0);
+    (ms, sent)
+}
+
 fn main() {
     let large = arg("--large", 1_000_000);
     let small = arg("--small", large / 10);
@@ -182,4 +235,9 @@ fn main() {
     let (ms, bodies, provisioning) = broadcast_one_change(&cluster, replicas, products);
     println!("  provisioning them all took {provisioning:.2} s");
     println!("  the pass planned and recorded in {ms:.1} ms (target: at most 200 ms), storing {bodies} body (target: 1)");
+
+    let customers = arg("--customers", 10_000);
+    println!("\nA list of {customers} customers given to a register (one row in the assignment table)");
+    let (ms, sent) = give_a_list(&cluster, customers);
+    println!("  the pass that sends them took {ms:.1} ms (target: at most 1,000 ms), sending {sent} customers");
 }
