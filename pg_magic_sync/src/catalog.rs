@@ -221,6 +221,14 @@ impl Declared {
         self.active.as_deref().unwrap_or(&self.relation)
     }
 
+    /// The reference a `follows` rule follows.
+    pub fn followed(&self) -> Option<&Reference> {
+        match self.rule {
+            Rule::Follows { reference, .. } => self.references.get(reference),
+            _ => None,
+        }
+    }
+
     /// The columns a change of which alone is not noted.
     pub fn unnoted(&self) -> Vec<&str> {
         self.replica_owned

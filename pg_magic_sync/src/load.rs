@@ -5,8 +5,7 @@
 
 use crate::catalog::Declared;
 use crate::db;
-use crate::plan::{key_of, PlanTable};
-use crate::table_sql::{key_matches, quote_literal, row_json};
+use crate::table_sql::{key_matches, key_of, quote_literal, row_json};
 
 const ROWS: &str = "\
     CREATE TEMP TABLE sync_pass_rows ( \
@@ -43,7 +42,7 @@ pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
                     JOIN sync_pass_representatives r ON r.replica = w.replica \
                     WHERE w.table_name = {name}) > 1",
             name = quote_literal(&table.name),
-            key = key_of(&PlanTable::from_declared(table), "t"),
+            key = key_of(table, "t"),
             json = row_json(table, "t"),
             rel = table.relation,
         ));

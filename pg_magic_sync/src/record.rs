@@ -21,10 +21,9 @@ use crate::catalog::Declared;
 use crate::db::{self, from_pg, to_pg};
 use crate::envelope::{self, Head, Kind};
 use crate::pack::{Op, Packer};
-use crate::plan::{key_of, PlanTable};
 use crate::seal::{self, Sealed};
 use crate::steps::Steps;
-use crate::table_sql::{key_matches, quote_ident, quote_literal, row_json};
+use crate::table_sql::{key_matches, key_of, quote_ident, quote_literal, row_json};
 use magic_sync_proto::key::KeyType;
 
 /// The epoch messages are numbered and sealed in.
@@ -247,8 +246,7 @@ fn partitions() -> BTreeMap<Uuid, Option<String>> {
 /// order, at version 0: a note still pending sends it again later, which
 /// only ever repeats a row, never misses one.
 fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String {
-    let planned = PlanTable::from_declared(table);
-    let within = match (&planned.partition, partition.cloned().flatten()) {
+    let within = match (&table.partition, partition.cloned().flatten()) {
         (Some(column), Some(value)) => format!(
             " WHERE (t.{})::text = {}",
             quote_ident(column),
@@ -257,10 +255,10 @@ fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String
         (Some(column), None) => format!(" WHERE t.{} IS NULL", quote_ident(column)),
         (None, _) => String::new(),
     };
-    let order = match planned.key_types.as_slice() {
+    let order = match table.key_types.as_slice() {
         // A UUID's text sorts as the UUID does, and the UUID sorts faster.
-        [KeyType::Uuid] => format!("t.{}", quote_ident(&planned.key_columns[0])),
-        _ => format!("({}) COLLATE \"C\"", key_of(&planned, "t")),
+        [KeyType::Uuid] => format!("t.{}", quote_ident(&table.key_columns[0])),
+        _ => format!("({}) COLLATE \"C\"", key_of(table, "t")),
     };
     format!(
         "SELECT {key}, 0::bigint, \
@@ -269,7 +267,7 @@ fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String
          FROM {rel} AS t \
          LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = {key}\
          {within} ORDER BY {order}",
-        key = key_of(&planned, "t"),
+        key = key_of(table, "t"),
         json = row_json(table, "t"),
         rel = table.relation,
         name = quote_literal(&table.name),

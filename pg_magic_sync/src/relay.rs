@@ -131,11 +131,10 @@ fn record_pass() -> pgrx::JsonB {
     let redeclared = provision_all_if_redeclared();
     steps.end("observe");
     let tables = catalog::declared_tables();
-    let planned: Vec<plan::PlanTable> = tables.iter().map(plan::PlanTable::from_declared).collect();
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
     let starts = !RELAYED_IN_THIS_SESSION.swap(true, Ordering::Relaxed);
-    let notes = plan::plan(&planned, i64::from(settings::NOTES_PER_PASS.get()), starts);
+    let notes = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()), starts);
     steps.end("plan");
     let cohorts = record::form_cohorts();
     steps.end("cohorts");

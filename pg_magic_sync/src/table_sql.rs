@@ -24,14 +24,36 @@ pub fn qualified(schema: &str, table: &str) -> String {
     format!("{}.{}", quote_ident(schema), quote_ident(table))
 }
 
-/// A condition true of the row of `alias` whose key text is `key`, written
-/// so the table's primary key index serves it.
-pub fn key_matches(table: &Declared, alias: &str, key: &str) -> String {
-    let single = table.key_columns.len() == 1;
-    table
-        .key_columns
+/// The key text of `columns` of `alias`, in the key text form: NULL when
+/// any of them is NULL (a reference that points at nothing).
+pub fn key_text_of(alias: &str, columns: &[String]) -> String {
+    let parts: Vec<String> = columns
         .iter()
-        .zip(&table.key_types)
+        .map(|c| format!("({alias}.{})::text", quote_ident(c)))
+        .collect();
+    match parts.as_slice() {
+        [one] => one.clone(),
+        _ => {
+            let nulls: Vec<String> = columns
+                .iter()
+                .map(|c| format!("{alias}.{} IS NULL", quote_ident(c)))
+                .collect();
+            format!(
+                "CASE WHEN {} THEN NULL ELSE concat_ws('|', {}) END",
+                nulls.join(" OR "),
+                parts.join(", ")
+            )
+        }
+    }
+}
+
+/// A condition true when `columns` of `alias` hold the key text `key`,
+/// written so an index on the columns serves it.
+pub fn key_is(alias: &str, columns: &[String], types: &[KeyType], key: &str) -> String {
+    let single = columns.len() == 1;
+    columns
+        .iter()
+        .zip(types)
         .enumerate()
         .map(|(i, (column, ty))| {
             let part = if single {
@@ -47,6 +69,17 @@ pub fn key_matches(table: &Declared, alias: &str, key: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join(" AND ")
+}
+
+/// The key text of a declared table's rows.
+pub fn key_of(table: &Declared, alias: &str) -> String {
+    key_text_of(alias, &table.key_columns)
+}
+
+/// A condition true of the row of `alias` whose key text is `key`, written
+/// so the table's primary key index serves it.
+pub fn key_matches(table: &Declared, alias: &str, key: &str) -> String {
+    key_is(alias, &table.key_columns, &table.key_types, key)
 }
 
 /// One column's value as the JSON row conventions write it: a 64-bit

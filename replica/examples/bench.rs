@@ -6,7 +6,16 @@
 //! 1. A snapshot of 1,000,000 small JSON rows applied to a file-backed
 //!    database with synchronous FULL, in messages of 500 rows, against a
 //!    plain rusqlite loop inserting the same rows with one prepared
-//!    statement in one transaction.
+//!    statement in one transaction. The rows travel as JSON, so the loop
+//!    that inserts the same rows decodes them too: the target (issue 3) is
+//!    the replica at no less than half its rate, and 100,000 rows/s. The
+//!    loop of values decoded beforehand is printed as well, for scale: it
+//!    leaves out decoding, which the replica cannot. Either loop commits
+//!    once; the replica commits every message (one transaction, and one
+//!    sync of the disk, per message, as the protocol has it). Each of the
+//!    three is run `BENCH_RUNS` times (3 unless said), in turn, and its best
+//!    run is the figure: a moment the shared machine is busy then weighs on
+//!    none of them more than the others.
 //! 2. 10,000 messages of one row each.
 //! 3. Building, sending and filing uploads of 100,000 noted rows.
 
@@ -142,11 +151,97 @@ fn rate(n: usize, seconds: f64) -> f64 {
     n as f64 / seconds
 }
 
+/// Runs of the snapshot and the plain loops (`BENCH_RUNS` to say): each
+/// figure is the best of its runs, all run in turn, so that a moment the
+/// shared machine is busy weighs on none more than the others.
+fn runs_wanted() -> usize {
+    std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(3)
+}
+
+/// The plain loop: the rows' values, decoded beforehand, inserted with one
+/// prepared statement in one transaction.
+fn plain_loop(path: &Path, rows: usize) -> f64 {
+    let conn = connect(path);
+    conn.execute_batch(SCHEMA).unwrap();
+    let rows: Vec<(i64, String, i64)> = (0..rows)
+        .map(|i| (i as i64, format!("item {i}"), (i % 97) as i64))
+        .collect();
+    let started = Instant::now();
+    conn.execute_batch("BEGIN").unwrap();
+    {
+        let mut insert = conn
+            .prepare("INSERT INTO items (id, name, qty) VALUES (?1, ?2, ?3)")
+            .unwrap();
+        for (id, name, qty) in &rows {
+            insert.execute(rusqlite::params![id, name, qty]).unwrap();
+        }
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    started.elapsed().as_secs_f64()
+}
+
+/// The same loop, taking the same rows as they come: JSON.
+fn plain_json_loop(path: &Path, rows: usize) -> f64 {
+    let conn = connect(path);
+    conn.execute_batch(SCHEMA).unwrap();
+    let rows: Vec<Vec<u8>> = (0..rows).map(|i| row(i).1).collect();
+    let started = Instant::now();
+    conn.execute_batch("BEGIN").unwrap();
+    {
+        let mut insert = conn
+            .prepare("INSERT INTO items (id, name, qty) VALUES (?1, ?2, ?3)")
+            .unwrap();
+        for bytes in &rows {
+            let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            let int = |f: &str| v[f].as_str().unwrap().parse::<i64>().unwrap();
+            insert
+                .execute(rusqlite::params![
+                    int("id"),
+                    v["name"].as_str().unwrap(),
+                    int("qty")
+                ])
+                .unwrap();
+        }
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    started.elapsed().as_secs_f64()
+}
+
+/// The snapshot applied to a fresh replica: the seconds it took in all,
+/// and those of its end.
+fn snapshot_run(
+    replica: &mut Replica,
+    messages: &[Vec<u8>],
+    end: &[u8],
+    rows: usize,
+) -> (f64, f64) {
+    let started = Instant::now();
+    for message in messages {
+        let received = replica.receive(message).unwrap();
+        assert!(matches!(received, Received::Applied { .. }), "{received:?}");
+    }
+    let downs = started.elapsed().as_secs_f64();
+    let received = replica.receive(end).unwrap();
+    assert!(matches!(received, Received::Ended { .. }));
+    let snapshot = started.elapsed().as_secs_f64();
+    let held: i64 = replica
+        .connection()
+        .query_row("SELECT count(*) FROM items", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(held as usize, rows);
+    (snapshot, snapshot - downs)
+}
+
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let rows_wanted = rows_wanted();
     #[allow(non_snake_case)]
     let ROWS = rows_wanted;
+    let runs = runs_wanted();
 
     // 1. A snapshot of a million rows, against a plain loop.
     let mut chain = Chain {
@@ -159,71 +254,31 @@ fn main() {
         .collect();
     let end = chain.end();
 
-    let plain = {
-        let conn = connect(&dir.path().join("plain.db"));
-        conn.execute_batch(SCHEMA).unwrap();
-        let rows: Vec<(i64, String, i64)> = (0..ROWS)
-            .map(|i| (i as i64, format!("item {i}"), (i % 97) as i64))
-            .collect();
-        let started = Instant::now();
-        conn.execute_batch("BEGIN").unwrap();
-        {
-            let mut insert = conn
-                .prepare("INSERT INTO items (id, name, qty) VALUES (?1, ?2, ?3)")
-                .unwrap();
-            for (id, name, qty) in &rows {
-                insert.execute(rusqlite::params![id, name, qty]).unwrap();
-            }
+    let best = |a: f64, b: f64| a.min(b);
+    let (mut plain, mut plain_json, mut snapshot, mut ending) =
+        (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
+    let mut replica = None;
+    for run in 0..runs {
+        let file = |name: &str| dir.path().join(format!("{name}{run}.db"));
+        plain = best(plain, plain_loop(&file("plain"), ROWS));
+        plain_json = best(plain_json, plain_json_loop(&file("plain_json"), ROWS));
+        // The last run's replica goes on to the next figures.
+        drop(replica.take());
+        let mut fresh = open(&file("replica"));
+        let (all, end_alone) = snapshot_run(&mut fresh, &messages, &end, ROWS);
+        if all < snapshot {
+            (snapshot, ending) = (all, end_alone);
         }
-        conn.execute_batch("COMMIT").unwrap();
-        started.elapsed().as_secs_f64()
-    };
-
-    // The same loop, taking the same rows as they come: JSON.
-    let plain_json = {
-        let conn = connect(&dir.path().join("plain_json.db"));
-        conn.execute_batch(SCHEMA).unwrap();
-        let rows: Vec<Vec<u8>> = (0..ROWS).map(|i| row(i).1).collect();
-        let started = Instant::now();
-        conn.execute_batch("BEGIN").unwrap();
-        {
-            let mut insert = conn
-                .prepare("INSERT INTO items (id, name, qty) VALUES (?1, ?2, ?3)")
-                .unwrap();
-            for bytes in &rows {
-                let v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
-                let int = |f: &str| v[f].as_str().unwrap().parse::<i64>().unwrap();
-                insert
-                    .execute(rusqlite::params![
-                        int("id"),
-                        v["name"].as_str().unwrap(),
-                        int("qty")
-                    ])
-                    .unwrap();
-            }
+        replica = Some(fresh);
+        for name in ["plain", "plain_json"] {
+            let _ = std::fs::remove_file(file(name));
         }
-        conn.execute_batch("COMMIT").unwrap();
-        started.elapsed().as_secs_f64()
-    };
-
-    let mut replica = open(&dir.path().join("replica.db"));
-    let started = Instant::now();
-    for message in &messages {
-        let received = replica.receive(message).unwrap();
-        assert!(matches!(received, Received::Applied { .. }), "{received:?}");
     }
-    let downs = started.elapsed().as_secs_f64();
-    let received = replica.receive(&end).unwrap();
-    assert!(matches!(received, Received::Ended { .. }));
-    let snapshot = started.elapsed().as_secs_f64();
-    let ending = snapshot - downs;
-    let held: i64 = replica
-        .connection()
-        .query_row("SELECT count(*) FROM items", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(held as usize, ROWS);
+    let mut replica = replica.expect("one run at least");
 
-    println!("snapshot of {ROWS} JSON rows, {PER_MESSAGE} a message, WAL, synchronous FULL:");
+    println!(
+        "snapshot of {ROWS} JSON rows, {PER_MESSAGE} a message, WAL, synchronous FULL (best of {runs} runs):"
+    );
     println!(
         "  replica      {:>10.0} rows/s  ({snapshot:.2} s, {} messages)",
         rate(ROWS, snapshot),
@@ -239,12 +294,17 @@ fn main() {
         rate(ROWS, plain_json)
     );
     println!(
-        "  ratio        {:>10.2}  replica / plain loop of decoded values",
+        "  ratio        {:>10.2}  replica / plain loop of decoded values (for scale)",
         plain / snapshot
     );
+    let ratio = plain_json / snapshot;
+    println!("  ratio        {ratio:>10.2}  replica / plain loop decoding the JSON rows");
+    let met = |ok: bool| if ok { "met" } else { "NOT met" };
     println!(
-        "  ratio        {:>10.2}  replica / plain loop decoding the JSON rows",
-        plain_json / snapshot
+        "  target: at least 100000 rows/s ({}) and half the rate of the plain loop \
+         taking the same rows as they travel, JSON ({})",
+        met(rate(ROWS, snapshot) >= 100_000.0),
+        met(ratio >= 0.5)
     );
 
     // 2. Messages of one row each, following the snapshot.

@@ -10,6 +10,12 @@
 //! at all: when a statement of it fails, the message is applied again,
 //! carefully.)
 //!
+//! Straight through, with the database's triggers (all the engine's) set
+//! aside, the rows of a table no foreign key points to or from are written
+//! `TOGETHER` to a statement: SQLite writes them in order, each an upsert of
+//! its own, so what is taken is what one at a time takes; a refusal sends
+//! the part back to be applied carefully, which finds the row at fault.
+//!
 //! A refused row is tried again once the rest of its part is in, and again
 //! once the whole message is, while that takes one more: it may point at a
 //! row that comes after it. A later row with the same key, or a later
@@ -17,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use magic_sync_proto::key::{self, KeyError, KeyPart, KeyType};
 use magic_sync_proto::wire::{Down, DownTable};
@@ -131,6 +138,7 @@ pub(crate) struct Context<'a> {
     /// Whether the database's triggers, all the engine's, are set aside
     /// while the message applies (`triggers::Quiet`).
     pub quiet: bool,
+    pub texts: &'a upsert::Texts,
 }
 
 impl Context<'_> {
@@ -231,7 +239,7 @@ const TOGETHER: usize = 32;
 /// An upsert statement, for rows that carry these columns.
 struct Statement<'c> {
     columns: Vec<usize>,
-    sql: String,
+    sql: Arc<str>,
     statement: CachedStatement<'c>,
     /// The same for `TOGETHER` rows, once prepared.
     together: Option<CachedStatement<'c>>,
@@ -571,7 +579,7 @@ impl<'a> Applying<'a> {
             let which = match statements.iter().position(|s| s.columns == row.columns) {
                 Some(which) => Ok(which),
                 None => {
-                    let sql = upsert::sql(shape, &row.columns);
+                    let sql = self.ctx.texts.get(shape, &row.columns, 1);
                     conn.prepare_cached(&sql).map(|statement| {
                         statements.push(Statement {
                             columns: row.columns.clone(),
@@ -611,7 +619,7 @@ impl<'a> Applying<'a> {
                     parts: parts.clone(),
                     write: Write {
                         sql: match which {
-                            Ok(which) => statements[which].sql.clone(),
+                            Ok(which) => statements[which].sql.to_string(),
                             Err(_) => upsert::sql(shape, &row.columns),
                         },
                         values: row.values.iter().map(Bound::to_value).collect(),
@@ -641,7 +649,7 @@ impl<'a> Applying<'a> {
         let which = match statements.iter().position(|s| s.columns == batch.columns) {
             Some(which) => which,
             None => {
-                let sql = upsert::sql(shape, &batch.columns);
+                let sql = self.ctx.texts.get(shape, &batch.columns, 1);
                 match conn.prepare_cached(&sql) {
                     Ok(statement) => statements.push(Statement {
                         columns: batch.columns.clone(),
@@ -658,7 +666,7 @@ impl<'a> Applying<'a> {
         let statement = &mut statements[which];
         if batch.rows.len() == TOGETHER {
             if statement.together.is_none() {
-                let sql = upsert::sql_together(shape, &batch.columns, TOGETHER);
+                let sql = self.ctx.texts.get(shape, &batch.columns, TOGETHER);
                 match conn.prepare_cached(&sql) {
                     Ok(together) => statement.together = Some(together),
                     Err(e) if is_storage_failure(&e) => return Err(Stop::Storage(e)),

@@ -24,12 +24,13 @@
 //!   `shape`: how SQLite has them; `links`: the foreign keys between them;
 //! - `schema`: the engine's own tables; `triggers`: the note and refusal
 //!   triggers; `pragmas`: the connection it needs; `key_sql`: keys as SQL;
-//! - `check`: whether a message is one a server sends; `chain`: where it
-//!   stands against the last applied; `receive`: the whole of taking one;
+//! - `check`: whether a message is one a server sends (`wire`: a `Down`
+//!   read in one pass); `chain`: where it stands against the last applied;
+//!   `receive`: the whole of taking one;
 //! - `apply`: a `Down`'s rows; `upsert`: a row as the upsert that writes
-//!   it; `let_go`: deletes, retiring, and letting
-//!   retired rows go; `snapshot`: remembering and sweeping; `faults`: the
-//!   rows at fault when the commit is refused; `row_json`: values;
+//!   it; `let_go`: deletes, retiring, and letting retired rows go;
+//!   `snapshot`: remembering and sweeping; `faults`: the rows at fault when
+//!   the commit is refused; `row_json`: values;
 //! - `reject`: rows not taken; `outcome`: what became of each row;
 //! - `state`: the replica's place in the chain; `notes`: its own writes;
 //!   `upload`: the `Up`; `digest`: fingerprints; `backlog`: what waits;
@@ -65,6 +66,7 @@ mod state;
 mod triggers;
 mod upload;
 mod upsert;
+mod wire;
 
 pub use backlog::TableBacklog;
 pub use check::Malformed;
@@ -145,9 +147,11 @@ pub struct Replica {
     up_order: Vec<usize>,
     me: Uuid,
     settings: Settings,
-    /// What was last found of the database's triggers (whether the engine
-    /// may set its own aside while it writes).
-    triggers: triggers::Found,
+    /// The database's triggers, set aside on this connection while only
+    /// the engine writes through it.
+    quiet: triggers::Quiet,
+    /// The text of the upsert statements made so far.
+    texts: upsert::Texts,
 }
 
 impl Replica {
@@ -183,7 +187,8 @@ impl Replica {
             up_order,
             me,
             settings,
-            triggers: triggers::Found::default(),
+            quiet: triggers::Quiet::default(),
+            texts: upsert::Texts::default(),
         })
     }
 
@@ -225,7 +230,8 @@ impl Replica {
                 shapes: &self.shapes,
                 links: &self.links,
                 limits: &self.settings.limits,
-                triggers: &self.triggers,
+                quiet: &self.quiet,
+                texts: &self.texts,
             },
             bytes,
         )
@@ -292,12 +298,23 @@ impl Replica {
     /// tables: the triggers note those writes, and refuse the ones the
     /// replica must not make.
     pub fn connection(&self) -> &Connection {
+        self.run_triggers();
         &self.conn
     }
 
     /// Closes the replica, giving the connection back.
     pub fn into_connection(self) -> Connection {
+        self.run_triggers();
         self.conn
+    }
+
+    /// The triggers the engine set aside while only it wrote run again:
+    /// the program may write now.
+    fn run_triggers(&self) {
+        if let Err(error) = self.quiet.run(&self.conn) {
+            // SQLite refuses this only for a setting it does not know.
+            panic!("magic_sync: could not run the database's triggers again: {error}");
+        }
     }
 
     pub fn tables(&self) -> &Tables {

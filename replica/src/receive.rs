@@ -17,7 +17,7 @@ use crate::links::Link;
 use crate::outcome::{AppliedTable, Outcome, Rejected};
 use crate::shape::Shape;
 use crate::sql::{is_storage_failure, Transaction};
-use crate::triggers::{self, Quiet};
+use crate::triggers::Quiet;
 use crate::{notes, snapshot, state, Error};
 
 /// What the replica made of a message. Every one of these has been
@@ -63,8 +63,9 @@ pub(crate) struct Replicating<'a> {
     pub shapes: &'a [Shape],
     pub links: &'a [Link],
     pub limits: &'a Limits,
-    /// What was last found of the database's triggers.
-    pub triggers: &'a triggers::Found,
+    /// The database's triggers, set aside while only the engine writes.
+    pub quiet: &'a Quiet,
+    pub texts: &'a crate::upsert::Texts,
 }
 
 impl Replicating<'_> {
@@ -126,6 +127,9 @@ fn release_retired(r: &Replicating<'_>) {
     let released = (|| -> rusqlite::Result<()> {
         let tx = Transaction::begin(r.conn)?;
         state::engine_writing(r.conn, true)?;
+        // Set aside by a message, they may stay so only as long as they are
+        // all the engine's.
+        r.quiet.settle(r.conn, r.shapes, false)?;
         let_go::release(&r.world())?;
         state::engine_writing(r.conn, false)?;
         tx.commit()
@@ -191,10 +195,7 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
             Step::Follows => false,
         };
         state::engine_writing(conn, true)?;
-        let quiet = match worth_quieting(message) {
-            true => Quiet::begin(conn, r.shapes, r.triggers)?,
-            false => None,
-        };
+        let quiet = r.quiet.settle(conn, r.shapes, worth_quieting(message))?;
         let tracker = RefCell::new(Tracker::default());
         let ctx = Context {
             conn,
@@ -213,7 +214,8 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
             },
             plan: &plan,
             tracker: &tracker,
-            quiet: quiet.is_some(),
+            quiet,
+            texts: r.texts,
         };
         let mut outcome = match apply_body(&ctx, message) {
             Ok(outcome) => outcome,
@@ -251,7 +253,6 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
         outcome.write(conn, r.shapes, &head, state.rejections)?;
         // The engine's writing ends here too.
         state::applied(conn, &head)?;
-        drop(quiet);
         match tx.commit() {
             Ok(()) => return Ok(report(message, outcome)),
             Err(e) if is_storage_failure(&e) || plan.reject_all.is_some() => {
@@ -278,13 +279,14 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
     }
 }
 
-/// The rows of a message from which setting the engine's triggers aside
-/// while it applies saves more than it costs (SQLite prepares the
-/// connection's statements again each time they are set aside or back).
+/// The rows of a message from which setting the triggers aside saves more
+/// than it costs (SQLite prepares the connection's statements again each
+/// time they are set aside or run again).
 const QUIET_FROM: usize = 16;
 
-/// Whether the engine's triggers are set aside while this message applies
-/// (when the database's triggers are all the engine's: see `Quiet`).
+/// Whether the triggers are to be set aside for this message (when the
+/// database's triggers are all the engine's: see `Quiet`). Once aside, they
+/// stay so for every message until the program takes the connection.
 fn worth_quieting(message: Chained<'_>) -> bool {
     match message {
         Chained::Down(down) => {

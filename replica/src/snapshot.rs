@@ -10,7 +10,6 @@
 //! in one pass over the table, so only the rows it lets go of are kept in
 //! memory besides the keys.
 
-use std::borrow::Cow;
 use std::collections::HashSet;
 
 use magic_sync_proto::wire::EndSnapshot;
@@ -212,77 +211,150 @@ fn parse(shape: &Shape, key: &str) -> Option<Vec<magic_sync_proto::key::KeyPart>
         .filter(|parts| magic_sync_proto::key::join(parts) == key)
 }
 
-/// The keys the snapshot named of a table, as its parts left them.
-struct Named {
-    /// Each part's keys let go of and named, as kept.
-    parts: Vec<(String, String)>,
+/// The keys the snapshot named of a table, as its parts left them, held
+/// as compactly as their table's key allows: integers, UUIDs (16 bytes
+/// each), or else their text.
+enum Named {
+    Integers(Vec<i64>),
+    Uuids(Vec<u128>),
+    Texts(HashSet<Box<[u8]>>),
+}
+
+/// How a table's keys are held.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Integer,
+    Uuid,
+    Text,
+}
+
+/// One key of a list in a form: `None` when it is not one.
+fn typed(form: Form, key: &[u8]) -> Option<Key> {
+    match form {
+        Form::Integer => decimal(key).map(Key::Integer),
+        Form::Uuid => canonical_uuid(key).map(Key::Uuid),
+        Form::Text => Some(Key::Text(key.into())),
+    }
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Integer(i64),
+    Uuid(u128),
+    Text(Box<[u8]>),
+}
+
+/// A UUID in the key text form (lowercase, hyphenated): the text a stored
+/// UUID reads as.
+fn canonical_uuid(text: &[u8]) -> Option<u128> {
+    let uuid = Uuid::try_parse_ascii(text).ok()?;
+    let mut again = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    (uuid.hyphenated().encode_lower(&mut again).as_bytes() == text).then(|| uuid.as_u128())
 }
 
 impl Named {
-    fn read(conn: &Connection, table: &str) -> rusqlite::Result<Named> {
+    /// Reads what the parts named, each part's let go of first, then its
+    /// named: the last word on a key stands. The keys are held in `form`
+    /// while every one is of it, as text otherwise.
+    fn read(conn: &Connection, table: &str, form: Form) -> rusqlite::Result<Named> {
+        match Named::read_as(conn, table, form)? {
+            Some(named) => Ok(named),
+            None => Ok(Named::read_as(conn, table, Form::Text)?.expect("any key is text")),
+        }
+    }
+
+    fn read_as(conn: &Connection, table: &str, form: Form) -> rusqlite::Result<Option<Named>> {
+        // Nearly always nothing was let go of: then the keys need no set
+        // while they are read.
+        let let_go: bool = conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM sync_snapshot_keys
+                 WHERE table_name = ?1 AND let_go <> '')",
+            )?
+            .query_row([table], |row| row.get(0))?;
+        let mut list: Vec<Key> = Vec::new();
+        let mut set: HashSet<Key> = HashSet::new();
         let mut statement = conn.prepare_cached(
             "SELECT let_go, named FROM sync_snapshot_keys WHERE table_name = ?1 ORDER BY id",
         )?;
-        let parts = statement
-            .query_map([table], |row| Ok((row.get(0)?, row.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(Named { parts })
+        let mut rows = statement.query([table])?;
+        while let Some(row) = rows.next()? {
+            let gone = row.get_ref(0)?.as_str()?;
+            let named = row.get_ref(1)?.as_str()?;
+            let mut failed = false;
+            for_each_key(gone, form, |key| match key {
+                Some(key) => {
+                    set.remove(&key);
+                }
+                None => failed = true,
+            });
+            for_each_key(named, form, |key| match key {
+                Some(key) if let_go => {
+                    set.insert(key);
+                }
+                Some(key) => list.push(key),
+                None => failed = true,
+            });
+            if failed {
+                return Ok(None);
+            }
+        }
+        list.extend(set);
+        Ok(Some(match form {
+            Form::Integer => Named::Integers(sorted(list, |k| match k {
+                Key::Integer(i) => i,
+                _ => unreachable!("integers only"),
+            })),
+            Form::Uuid => Named::Uuids(sorted(list, |k| match k {
+                Key::Uuid(u) => u,
+                _ => unreachable!("UUIDs only"),
+            })),
+            Form::Text => Named::Texts(
+                list.into_iter()
+                    .map(|k| match k {
+                        Key::Text(t) => t,
+                        _ => unreachable!("text only"),
+                    })
+                    .collect(),
+            ),
+        }))
     }
 
-    /// The keys named, each part's let go of first, then its named: the
-    /// last word on a key stands.
-    fn set(&self) -> HashSet<Cow<'_, [u8]>> {
-        let mut set = HashSet::new();
-        for (let_go, named) in &self.parts {
-            for key in keys(let_go) {
-                set.remove(key.as_ref());
+    /// Whether a stored row whose key reads as `text` was named.
+    fn names(&self, text: &[u8]) -> bool {
+        match self {
+            Named::Integers(keys) => decimal(text).is_some_and(|i| keys.binary_search(&i).is_ok()),
+            Named::Uuids(keys) => {
+                canonical_uuid(text).is_some_and(|u| keys.binary_search(&u).is_ok())
             }
-            set.extend(keys(named));
+            Named::Texts(keys) => keys.contains(text),
         }
-        set
     }
+}
 
-    /// The same, for a table keyed by one integer column: the integers,
-    /// sorted. `None` when a key is not an integer's decimal text (none
-    /// the engine keeps).
-    fn integers(&self) -> Option<Vec<i64>> {
-        let mut keys: Vec<i64> = Vec::new();
-        if self.parts.iter().all(|(let_go, _)| let_go.is_empty()) {
-            for (_, named) in &self.parts {
-                for line in lines(named) {
-                    match range(line) {
-                        Some((first, last)) => keys.extend(first..=last),
-                        None => keys.push(decimal(line)?),
-                    }
+fn sorted<T: Ord>(keys: Vec<Key>, each: impl Fn(Key) -> T) -> Vec<T> {
+    let mut keys: Vec<T> = keys.into_iter().map(each).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Each key of a list in a form (`None` for one that is not), runs of
+/// integers written out.
+fn for_each_key(list: &str, form: Form, mut each: impl FnMut(Option<Key>)) {
+    for line in lines(list) {
+        match range(line) {
+            Some((first, last)) => {
+                for i in first..=last {
+                    each(match form {
+                        Form::Integer => Some(Key::Integer(i)),
+                        Form::Text => Some(Key::Text(i.to_string().into_bytes().into())),
+                        Form::Uuid => None,
+                    });
                 }
             }
-        } else {
-            let mut set = HashSet::new();
-            for (let_go, named) in &self.parts {
-                for line in lines(let_go) {
-                    match range(line) {
-                        Some((first, last)) => (first..=last).for_each(|i| {
-                            set.remove(&i);
-                        }),
-                        None => {
-                            set.remove(&decimal(line)?);
-                        }
-                    }
-                }
-                for line in lines(named) {
-                    match range(line) {
-                        Some((first, last)) => set.extend(first..=last),
-                        None => {
-                            set.insert(decimal(line)?);
-                        }
-                    }
-                }
-            }
-            keys.extend(set);
+            None => each(typed(form, line)),
         }
-        keys.sort_unstable();
-        keys.dedup();
-        Some(keys)
     }
 }
 
@@ -299,16 +371,20 @@ fn range(line: &[u8]) -> Option<(i64, i64)> {
     Some((decimal(&line[..at])?, decimal(&line[at + 2..])?))
 }
 
-/// The keys of a list, runs written out.
-fn keys(list: &str) -> impl Iterator<Item = Cow<'_, [u8]>> {
-    lines(list).flat_map(|line| -> Box<dyn Iterator<Item = Cow<'_, [u8]>>> {
-        match range(line) {
-            Some((first, last)) => {
-                Box::new((first..=last).map(|i| Cow::Owned(i.to_string().into_bytes())))
-            }
-            None => Box::new(std::iter::once(Cow::Borrowed(line))),
+/// Whether `keys` (sorted) holds `key`, looked for first just after where
+/// the last one was found.
+fn find<T: Ord>(keys: &[T], key: &T, next: &mut usize) -> bool {
+    let at = match keys.get(*next) {
+        Some(k) if k == key => Ok(*next),
+        _ => keys.binary_search(key),
+    };
+    match at {
+        Ok(at) => {
+            *next = at + 1;
+            true
         }
-    })
+        Err(_) => false,
+    }
 }
 
 /// An integer in the key text form.
@@ -366,7 +442,14 @@ fn part_text_by_sqlite(
 /// made from them as `key_sql` writes it (SQLite writes the text of the
 /// rare values only it knows how to), and looked up among the keys named.
 fn unnamed(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<(String, Vec<SqlValue>)>> {
-    let named = Named::read(conn, &shape.name)?;
+    let kinds: Vec<ColumnKind> = shape.key_columns().map(|c| c.kind).collect();
+    let n = kinds.len();
+    let form = match kinds.as_slice() {
+        [ColumnKind::Integer] => Form::Integer,
+        [_] => Form::Uuid,
+        _ => Form::Text,
+    };
+    let named = Named::read(conn, &shape.name, form)?;
     let sql = format!(
         "SELECT {} FROM {} t",
         shape
@@ -376,33 +459,24 @@ fn unnamed(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<(String, Ve
             .join(", "),
         quote(&shape.name)
     );
-    let kinds: Vec<ColumnKind> = shape.key_columns().map(|c| c.kind).collect();
-    let n = kinds.len();
-    let integers = match kinds.as_slice() {
-        [ColumnKind::Integer] => named.integers(),
-        _ => None,
-    };
-    let set = match integers {
-        Some(_) => HashSet::new(),
-        None => named.set(),
-    };
     let mut statement = conn.prepare(&sql)?;
     let mut rows = statement.query([])?;
     let mut found = Vec::new();
     let mut text: Vec<u8> = Vec::with_capacity(64);
-    // Where the integer after the last one found is: a table is mostly
-    // read in its keys' order.
+    // Where the key after the last one found is: a table is mostly read
+    // in its keys' order.
     let mut next = 0;
     while let Some(row) = rows.next()? {
-        if let (Some(keys), ValueRef::Integer(i)) = (&integers, row.get_ref(0)?) {
-            let at = match keys.get(next) {
-                Some(&k) if k == i => Ok(next),
-                _ => keys.binary_search(&i),
-            };
-            match at {
-                Ok(at) => next = at + 1,
-                Err(_) => found.push((i.to_string(), vec![SqlValue::Integer(i)])),
+        // The quick ways: an integer, a UUID's 16 bytes, as they are held.
+        let quick = match (&named, row.get_ref(0)?) {
+            (Named::Integers(keys), ValueRef::Integer(i)) => Some(find(keys, &i, &mut next)),
+            (Named::Uuids(keys), ValueRef::Blob(b)) if b.len() == 16 => {
+                let u = Uuid::from_slice(b).expect("16 bytes").as_u128();
+                Some(find(keys, &u, &mut next))
             }
+            _ => None,
+        };
+        if quick == Some(true) {
             continue;
         }
         text.clear();
@@ -415,11 +489,7 @@ fn unnamed(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<(String, Ve
                 part_text_by_sqlite(conn, kind, value, &mut text)?;
             }
         }
-        let is_named = match &integers {
-            Some(keys) => decimal(&text).is_some_and(|i| keys.binary_search(&i).is_ok()),
-            None => set.contains(text.as_slice()),
-        };
-        if is_named {
+        if quick.is_none() && named.names(&text) {
             continue;
         }
         let values = (0..n)
@@ -483,6 +553,7 @@ mod tests {
 
     const U: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
     const V: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c";
+    const W: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d";
 
     #[test]
     fn the_sweep_finds_the_rows_the_sql_comparison_found_whatever_they_hold() {
@@ -528,27 +599,34 @@ mod tests {
             &format!("2|{U}"),
             "x",
         ];
-        for shape in &shapes {
-            conn.execute("DELETE FROM sync_snapshot_keys", []).unwrap();
-            // Named in three parts, one letting go of a key named before
-            // and naming it again, one letting go of "3" for good.
-            let mut parts = vec![PartKeys::new(&shape.name), PartKeys::new(&shape.name)];
-            for key in named {
-                parts[0].named(key);
+        // Keys of one form only, each table's keys held in its form.
+        let uuids: &[&str] = &[U, V];
+        let integers: &[&str] = &["1", "2", "-7", "9223372036854775807", "7", "4", "12"];
+        for named in [named, uuids, integers] {
+            for shape in &shapes {
+                conn.execute("DELETE FROM sync_snapshot_keys", []).unwrap();
+                // Named in two parts, the second letting go of a key named
+                // before and naming it again, and letting go of "3" (or a
+                // UUID not named) for good.
+                let gone = if named == uuids { W } else { "3" };
+                let mut parts = vec![PartKeys::new(&shape.name), PartKeys::new(&shape.name)];
+                for key in named {
+                    parts[0].named(key);
+                }
+                parts[0].named(gone);
+                parts[1].let_go(gone);
+                parts[1].let_go(named[0]);
+                parts[1].named(named[0]);
+                keep(&conn, &mut parts).unwrap();
+                let mut found = unnamed(&conn, shape).unwrap();
+                let mut expected = unnamed_in_sql(&conn, shape, named);
+                let order = |rows: &mut Vec<(String, Vec<SqlValue>)>| {
+                    rows.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")))
+                };
+                order(&mut found);
+                order(&mut expected);
+                assert_eq!(found, expected, "table {} named {named:?}", shape.name);
             }
-            parts[0].named("3");
-            parts[1].let_go("3");
-            parts[1].let_go("1");
-            parts[1].named("1");
-            keep(&conn, &mut parts).unwrap();
-            let mut found = unnamed(&conn, shape).unwrap();
-            let mut expected = unnamed_in_sql(&conn, shape, named);
-            let order = |rows: &mut Vec<(String, Vec<SqlValue>)>| {
-                rows.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")))
-            };
-            order(&mut found);
-            order(&mut expected);
-            assert_eq!(found, expected, "table {}", shape.name);
         }
         assert_eq!(
             unnamed_in_sql(&conn, &shapes[0], named).len(),
@@ -570,41 +648,76 @@ mod key_lists {
         list.finish().to_owned()
     }
 
+    /// The keys named, read back in a form, as text.
+    fn read(parts: &[(String, String)], form: Form) -> Vec<String> {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sync_snapshot_keys (id INTEGER PRIMARY KEY, table_name TEXT NOT NULL,
+                 let_go TEXT NOT NULL DEFAULT '', named TEXT NOT NULL DEFAULT '')",
+        )
+        .unwrap();
+        for (let_go, named) in parts {
+            conn.execute(
+                "INSERT INTO sync_snapshot_keys (table_name, let_go, named) VALUES ('t', ?1, ?2)",
+                [let_go, named],
+            )
+            .unwrap();
+        }
+        let mut keys: Vec<String> = match Named::read(&conn, "t", form).unwrap() {
+            Named::Integers(keys) => keys.iter().map(|i| format!("i{i}")).collect(),
+            Named::Uuids(keys) => keys
+                .iter()
+                .map(|u| format!("u{}", Uuid::from_u128(*u)))
+                .collect(),
+            Named::Texts(keys) => keys
+                .iter()
+                .map(|k| format!("t{}", String::from_utf8(k.to_vec()).unwrap()))
+                .collect(),
+        };
+        keys.sort();
+        keys
+    }
+
+    const U: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+
     #[test]
     fn a_run_of_integers_is_one_line_and_reads_back_whole() {
         let named = list(&[
             "1", "2", "3", "4", "5", "7", "abc", "8", "9", "-2", "-1", "0",
         ]);
         assert_eq!(named, "1..5\n7\nabc\n8..9\n-2..0");
-        let read = Named {
-            parts: vec![(String::new(), named)],
-        };
-        assert_eq!(read.integers(), None, "abc is no integer");
-        let mut set: Vec<String> = read
-            .set()
-            .iter()
-            .map(|k| String::from_utf8(k.to_vec()).unwrap())
-            .collect();
-        set.sort();
+        let parts = [(String::new(), named)];
+        // abc is no integer: the keys are held as text.
         assert_eq!(
-            set,
-            ["-1", "-2", "0", "1", "2", "3", "4", "5", "7", "8", "9", "abc"]
+            read(&parts, Form::Integer),
+            ["t-1", "t-2", "t0", "t1", "t2", "t3", "t4", "t5", "t7", "t8", "t9", "tabc"]
         );
+        let parts = [(String::new(), list(&["3", "1", "2"]))];
+        assert_eq!(read(&parts, Form::Integer), ["i1", "i2", "i3"]);
     }
 
     #[test]
     fn a_key_let_go_of_by_a_later_part_is_not_named_unless_named_again() {
-        let read = Named {
-            parts: vec![
-                (String::new(), list(&["1", "2", "3", "4", "5"])),
-                (list(&["2", "3", "4"]), list(&["3"])),
-                (
-                    list(&[&i64::MAX.to_string()]),
-                    list(&[&i64::MAX.to_string(), "6"]),
-                ),
-            ],
-        };
-        assert_eq!(read.integers(), Some(vec![1, 3, 5, 6, i64::MAX]));
-        assert_eq!(read.set().len(), 5);
+        let max = i64::MAX.to_string();
+        let parts = [
+            (String::new(), list(&["1", "2", "3", "4", "5"])),
+            (list(&["2", "3", "4"]), list(&["3"])),
+            (list(&[&max]), list(&[&max, "6"])),
+        ];
+        let expected = ["i1", "i3", "i5", "i6", &format!("i{max}")];
+        assert_eq!(read(&parts, Form::Integer), expected);
+        assert_eq!(read(&parts, Form::Text).len(), 5);
+    }
+
+    #[test]
+    fn uuids_are_held_as_16_bytes_unless_one_is_not_in_the_key_text_form() {
+        let parts = [(String::new(), list(&[U])), (list(&[U]), list(&[U]))];
+        assert_eq!(read(&parts, Form::Uuid), [format!("u{U}")]);
+        let upper = U.to_uppercase();
+        let parts = [(String::new(), list(&[U, &upper]))];
+        assert_eq!(
+            read(&parts, Form::Uuid),
+            [format!("t{upper}"), format!("t{U}")]
+        );
     }
 }

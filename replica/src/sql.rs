@@ -92,7 +92,7 @@ impl<'c> Transaction<'c> {
     /// Takes the write lock at once, so that nothing read at the start
     /// changes before the commit.
     pub(crate) fn begin(conn: &'c Connection) -> rusqlite::Result<Transaction<'c>> {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         Ok(Transaction { conn })
     }
 
@@ -104,7 +104,8 @@ impl<'c> Transaction<'c> {
 
     /// Commits; on failure the transaction is rolled back by `drop`.
     pub(crate) fn commit(self) -> rusqlite::Result<()> {
-        self.conn.execute_batch("COMMIT")
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
     }
 }
 

@@ -7,12 +7,9 @@
 //! refused), and `me` is empty until a program opened the replica knowing
 //! its id — until then nothing is refused (the device is being set up).
 //!
-//! So while the engine writes, every trigger of its own does nothing; yet
-//! SQLite would still run each one for every row to find that out. When
-//! the database's triggers are exactly the engine's, the engine's own
-//! connection therefore sets them aside (`Quiet`) for the rows of a large
-//! message: nothing changes but the time taken. Every other connection,
-//! and this one at any other time, runs them all.
+//! So while the engine writes, every trigger of its own does nothing; when
+//! the database's triggers are exactly the engine's, the engine sets them
+//! aside on its own connection while only it writes through it (`Quiet`).
 
 use std::cell::Cell;
 
@@ -290,60 +287,75 @@ fn installed(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)
     .collect()
 }
 
-/// The engine's triggers set aside on its own connection, inside one of
-/// its transactions with `writing` set, until dropped (a panic included).
-pub(crate) struct Quiet<'c> {
-    conn: &'c Connection,
+/// The database's triggers, set aside on the engine's own connection while
+/// only the engine writes through it.
+///
+/// Every trigger of the engine's reads `writing = 0` in its WHEN: none does
+/// anything while the engine writes. SQLite would still run each one for
+/// every row to find that out. So, when every trigger of the database is
+/// the engine's, written as it needs it (TEMP triggers, which SQLite runs
+/// all the same, aside), the engine sets them aside on its connection
+/// (`SQLITE_DBCONFIG_ENABLE_TRIGGER`) for its own transactions: nothing
+/// changes but the time taken. They stay aside from one message to the next
+/// — setting them aside or back makes SQLite prepare every statement of the
+/// connection again — and run again before the program can write through
+/// the connection (`Replica::connection`, `into_connection`): the program
+/// reaches it no other way. Every other connection runs them all, always.
+#[derive(Debug, Default)]
+pub(crate) struct Quiet {
+    /// At which `schema_version` the database's triggers were last read,
+    /// and whether they were all the engine's then.
+    found: Cell<Option<(i64, bool)>>,
+    /// Whether the engine set them aside, and has not run them again yet.
+    aside: Cell<bool>,
 }
 
-/// What was last found of the database's triggers: at which
-/// `schema_version`, and whether they were exactly the engine's then.
-pub(crate) type Found = Cell<Option<(i64, bool)>>;
-
-impl<'c> Quiet<'c> {
-    /// Sets the database's triggers aside on `conn` while the engine
-    /// writes, when every one of them (TEMP triggers, which SQLite runs all
-    /// the same, aside) is one of the engine's, written as it needs it —
-    /// then none of them does anything while `writing` is set. `None`
-    /// leaves every trigger running: there is another, or the program set
-    /// triggers aside on this connection itself.
-    ///
-    /// Call inside the engine's transaction, once `writing` is set.
-    pub(crate) fn begin(
-        conn: &'c Connection,
+impl Quiet {
+    /// Inside one of the engine's transactions, once `writing` is set:
+    /// sets the triggers aside when `wanted` (or leaves them aside) while
+    /// every trigger of the database is one of the engine's; otherwise
+    /// runs them. Answers whether they are aside. A program that set
+    /// triggers aside on the connection itself is left to it.
+    pub(crate) fn settle(
+        &self,
+        conn: &Connection,
         shapes: &[Shape],
-        found: &Found,
-    ) -> rusqlite::Result<Option<Quiet<'c>>> {
-        if !conn.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)? {
-            return Ok(None);
+        wanted: bool,
+    ) -> rusqlite::Result<bool> {
+        if !self.aside.get()
+            && (!wanted || !conn.db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER)?)
+        {
+            return Ok(false);
         }
+        // Any change of a table or trigger, by any connection, changes it.
         let version = crate::state::schema_version(conn)?;
-        let only_the_engines = match found.get() {
+        let only_the_engines = match self.found.get() {
             Some((at, verdict)) if at == version => verdict,
             _ => {
                 let verdict = only_the_engines(conn, shapes)?;
-                found.set(Some((version, verdict)));
+                self.found.set(Some((version, verdict)));
                 verdict
             }
         };
         if !only_the_engines {
-            return Ok(None);
+            self.run(conn)?;
+            return Ok(false);
         }
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
-        Ok(Some(Quiet { conn }))
+        if !self.aside.get() {
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false)?;
+            self.aside.set(true);
+        }
+        Ok(true)
     }
-}
 
-impl Drop for Quiet<'_> {
-    fn drop(&mut self) {
-        // Never left set aside: should this fail, no other write could be
-        // trusted to be refused or noted.
-        if let Err(error) = self
-            .conn
-            .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true)
-        {
-            panic!("magic_sync: could not run the triggers again: {error}");
+    /// Runs the triggers again, if the engine set them aside: before the
+    /// program may write through the connection.
+    pub(crate) fn run(&self, conn: &Connection) -> rusqlite::Result<()> {
+        if self.aside.get() {
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true)?;
+            self.aside.set(false);
         }
+        Ok(())
     }
 }
 
@@ -372,4 +384,67 @@ fn only_the_engines(conn: &Connection, shapes: &[Shape]) -> rusqlite::Result<boo
 /// is the same trigger.
 fn squeeze(sql: &str) -> String {
     sql.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::declare::Table;
+
+    /// What lets the engine set the triggers aside while it writes: each
+    /// one of every kind of table does nothing while `writing` is set.
+    #[test]
+    fn every_trigger_of_the_engines_does_nothing_while_it_writes() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE c (id INTEGER PRIMARY KEY, v TEXT, retired_at TEXT);
+             CREATE TABLE b (id BLOB PRIMARY KEY, register_id BLOB, v TEXT, mine INTEGER);
+             CREATE TABLE h (id INTEGER PRIMARY KEY, register_id BLOB, v TEXT);
+             CREATE TABLE r (id INTEGER PRIMARY KEY, register_id BLOB, v INTEGER, made TEXT);
+             CREATE TABLE s (id INTEGER PRIMARY KEY, register_id BLOB, v INTEGER, text TEXT);",
+        )
+        .unwrap();
+        let tables = Tables::new(vec![
+            Table::catalog("c").retired("retired_at"),
+            Table::both("b")
+                .replica_owned(&["mine"])
+                .origin("register_id"),
+            Table::record("h").origin("register_id"),
+            Table::record("r")
+                .origin("register_id")
+                .version("v")
+                .created("made"),
+            Table::setting("s")
+                .origin("register_id")
+                .version("v")
+                .desired(&["text"]),
+        ]);
+        let shapes = shape::read_all(&conn, &tables).unwrap();
+        let all = expected(&shapes);
+        assert!(all.len() > 15, "{}", all.len());
+        for trigger in all {
+            let when = trigger
+                .sql
+                .split_once("\nWHEN ")
+                .and_then(|(_, rest)| rest.split_once("\nBEGIN"))
+                .map(|(when, _)| when)
+                .unwrap_or_else(|| panic!("no WHEN: {}", trigger.sql));
+            let rest = when
+                .strip_prefix(ENGINE_IDLE)
+                .or_else(|| when.strip_prefix(REFUSING))
+                .unwrap_or_else(|| panic!("{} runs while the engine writes", trigger.name));
+            // Only more conditions, each within its own: nothing that could
+            // hold however `writing` is.
+            let more = rest.strip_prefix(" AND ").unwrap_or(rest);
+            assert!(
+                rest.is_empty()
+                    || (rest.starts_with(" AND ")
+                        && (!more.contains(" OR ")
+                            || (more.starts_with('(') && more.ends_with(')')))),
+                "{}: {when}",
+                trigger.name
+            );
+        }
+        assert!(ENGINE_IDLE.contains("writing = 0") && REFUSING.contains("writing = 0"));
+    }
 }

@@ -476,6 +476,7 @@ fn gather(
             .iter()
             .position(|s| std::ptr::eq(s, shape))
             .expect("a declared table");
+        let reading = Reading::of(shape);
         let notes: Vec<(i64, String, bool)> = conn
             .prepare_cached(
                 "SELECT id, key, restated FROM sync_notes
@@ -505,7 +506,7 @@ fn gather(
                     continue;
                 }
             };
-            let encoded = match read_row(shape, conn, &parts)? {
+            let encoded = match read_row(shape, conn, &parts, &reading)? {
                 Some(Ok(encoded)) => Some(encoded),
                 Some(Err(why)) => {
                     set_aside(conn, note, &format!("the row does not encode: {why}"))?;
@@ -549,34 +550,52 @@ fn set_aside(conn: &Connection, note: i64, why: &str) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// How a table's rows are read to go up: the columns, whether each goes as
+/// raw bytes, and the statement (made once per Up, not per row).
+struct Reading {
+    columns: Vec<usize>,
+    raw: Vec<bool>,
+    sql: String,
+}
+
+impl Reading {
+    fn of(shape: &Shape) -> Reading {
+        let columns = shape.columns_up();
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {}",
+            columns
+                .iter()
+                .map(|&i| quote(&shape.columns[i].name))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quote(&shape.name),
+            shape.key_match()
+        );
+        let raw = columns
+            .iter()
+            .map(|&i| raw_bytes(&shape.codec, &shape.columns[i].name))
+            .collect();
+        Reading { columns, raw, sql }
+    }
+}
+
 /// The row with this key as it is now, encoded by its codec; `None` when
 /// it is gone.
 fn read_row(
     shape: &Shape,
     conn: &Connection,
     parts: &[key::KeyPart],
+    reading: &Reading,
 ) -> rusqlite::Result<Option<Result<Vec<u8>, String>>> {
-    let columns = shape.columns_up();
-    let sql = format!(
-        "SELECT {} FROM {} WHERE {}",
-        columns
-            .iter()
-            .map(|&i| quote(&shape.columns[i].name))
-            .collect::<Vec<_>>()
-            .join(", "),
-        quote(&shape.name),
-        shape.key_match()
-    );
-    let mut statement = conn.prepare_cached(&sql)?;
+    let mut statement = conn.prepare_cached(&reading.sql)?;
     let mut rows = statement.query(params_from_iter(key_to_sql(shape, parts)))?;
     let Some(row) = rows.next()? else {
         return Ok(None);
     };
-    let mut cells = Vec::with_capacity(columns.len());
-    for (at, &i) in columns.iter().enumerate() {
+    let mut cells = Vec::with_capacity(reading.columns.len());
+    for (at, (&i, &raw)) in reading.columns.iter().zip(&reading.raw).enumerate() {
         let column = &shape.columns[i];
         let value: ValueRef<'_> = row.get_ref(at)?;
-        let raw = raw_bytes(&shape.codec, &column.name);
         cells.push((column.name.as_str(), cell_of_sql(column.kind, raw, value)));
     }
     Ok(Some(shape.codec.encode(&cells)))

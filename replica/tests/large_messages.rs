@@ -20,6 +20,11 @@ const SCHEMA: &str = "
         retired_at TEXT
     );
     CREATE TABLE labels (id BLOB PRIMARY KEY, text TEXT UNIQUE);
+    CREATE TABLE receipts (
+        id          TEXT PRIMARY KEY,
+        register_id BLOB,
+        item_id     INTEGER REFERENCES items (id)
+    );
     CREATE TABLE scratch (x);
 ";
 
@@ -27,6 +32,7 @@ fn shop_tables() -> Tables {
     Tables::new(vec![
         Table::catalog("items").retired("retired_at"),
         Table::catalog("labels"),
+        Table::record("receipts").origin("register_id"),
     ])
 }
 
@@ -55,7 +61,14 @@ fn contents(replica: &Replica) -> Vec<String> {
     );
     let mut out = Vec::new();
     for table in tables {
-        let mut statement = conn.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+        // When a row was retired is the clock's: whether it was is the row's.
+        let select = match table.as_str() {
+            "items" => {
+                "SELECT id, name, qty, price, tag, retired_at IS NOT NULL FROM items".to_owned()
+            }
+            _ => format!("SELECT * FROM \"{table}\""),
+        };
+        let mut statement = conn.prepare(&select).unwrap();
         let width = statement.column_count();
         let mut rows: Vec<String> = statement
             .query_map([], |row| {
@@ -123,8 +136,20 @@ fn a_large_snapshot_takes_what_one_row_at_a_time_takes() {
     let mut server = Server::new();
     let mut labels = part("labels");
     for n in 0..40 {
-        let (id, row) = label(n, &format!("label {n}"));
+        // Label 9 takes label 7's text, among rows written together.
+        let text = if n == 9 {
+            "label 7".to_owned()
+        } else {
+            format!("label {n}")
+        };
+        let (id, row) = label(n, &text);
         labels = labels.row(&id, row);
+        if n == 12 {
+            // Label 2 again, the later row the one, among rows written
+            // together.
+            let (id, row) = label(2, "label two");
+            labels = labels.row(&id, row);
+        }
     }
     // Two labels swap a unique value: both refused, as one at a time.
     let (a, _) = label(3, "");
@@ -164,6 +189,65 @@ fn a_large_snapshot_takes_what_one_row_at_a_time_takes() {
     let conn = quick.connection();
     assert_eq!(count(conn, "SELECT count(*) FROM items"), 69);
     assert_eq!(count(conn, "SELECT count(*) FROM labels"), 0);
+}
+
+#[test]
+fn rows_the_programs_own_point_at_are_retired_and_let_go_of_as_one_at_a_time() {
+    let (_q, mut quick, _p, mut plain) = twins();
+    let mut server = Server::new();
+    both(
+        &mut quick,
+        &mut plain,
+        &[
+            server.begin(vec![items(0, 100, 0, 0, 0)]),
+            server.end(&["items"]),
+        ],
+    );
+    // The program writes between messages, through the replica's
+    // connection: its triggers note the write.
+    for replica in [&quick, &plain] {
+        replica
+            .connection()
+            .execute(
+                "INSERT INTO receipts (id, register_id, item_id) VALUES (?1, ?2, 5)",
+                rusqlite::params![receipt(1), me().as_bytes().to_vec()],
+            )
+            .unwrap();
+    }
+    assert_eq!(contents(&quick), contents(&plain));
+    let messages = vec![
+        // Item 5 let go of, among many rows: retired, for the receipt.
+        server.down(vec![items(100, 50, 0, 0, 0).delete("5").delete("6")]),
+        server.down(vec![items(150, 1, 0, 0, 0)]),
+    ];
+    both(&mut quick, &mut plain, &messages);
+    let conn = quick.connection();
+    assert_eq!(
+        count(
+            conn,
+            "SELECT count(*) FROM items WHERE retired_at IS NOT NULL"
+        ),
+        1
+    );
+    // The receipt goes; after the next messages, so does item 5.
+    for replica in [&quick, &plain] {
+        replica
+            .connection()
+            .execute("DELETE FROM receipts", [])
+            .unwrap();
+    }
+    let messages = vec![
+        server.down(vec![items(200, 40, 0, 0, 0)]),
+        server.down(vec![items(240, 1, 0, 0, 0)]),
+    ];
+    both(&mut quick, &mut plain, &messages);
+    assert_eq!(
+        count(
+            quick.connection(),
+            "SELECT count(*) FROM items WHERE id = 5"
+        ),
+        0
+    );
 }
 
 #[test]
@@ -229,6 +313,8 @@ fn after_a_large_message_the_engines_triggers_refuse_the_programs_writes() {
     apply(&mut replica, &server.begin(vec![items(0, 100, 0, 0, 0)]));
     apply(&mut replica, &server.down(vec![items(100, 100, 0, 0, 0)]));
     apply(&mut replica, &server.end(&["items"]));
+    // A small message after them: the triggers stay aside through it.
+    apply(&mut replica, &server.down(vec![items(200, 1, 0, 0, 0)]));
     let conn = replica.connection();
     assert_eq!(count(conn, "SELECT writing FROM sync_state"), 0);
     for write in [
@@ -242,5 +328,13 @@ fn after_a_large_message_the_engines_triggers_refuse_the_programs_writes() {
             "{refused}"
         );
     }
-    assert_eq!(count(conn, "SELECT count(*) FROM items"), 200);
+    assert_eq!(count(conn, "SELECT count(*) FROM items"), 201);
+    // The program's own rows are noted again.
+    conn.execute("INSERT INTO receipts (id) VALUES ('r')", [])
+        .unwrap();
+    assert_eq!(count(conn, "SELECT count(*) FROM sync_notes"), 1);
+    // And so through a connection taken back.
+    let conn = replica.into_connection();
+    conn.execute("UPDATE items SET name = 'mine'", [])
+        .unwrap_err();
 }

@@ -262,3 +262,10 @@ fn errors_are_of_their_kind() {
         Err(Error::Declaration(_))
     ));
 }
+
+#[test]
+fn a_replica_may_move_to_another_thread() {
+    fn send<T: Send>(_: &T) {}
+    let (_shop, replica, _server) = provisioned();
+    send(&replica);
+}

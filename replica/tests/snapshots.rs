@@ -161,3 +161,53 @@ fn a_snapshot_of_a_new_epoch_forgets_the_old_epochs_rejections_of_tables_not_hel
         0
     );
 }
+
+/// A database a build of version 2 of the engine's tables left in the
+/// middle of a snapshot (its keys one row per key) is brought up by
+/// `install`, and the snapshot's end keeps every row those keys named.
+#[test]
+fn a_snapshot_in_progress_survives_the_engines_tables_brought_up() {
+    let shop = Shop::new();
+    let mut replica = shop.open();
+    let mut server = Server::new();
+    apply(
+        &mut replica,
+        &server.begin(vec![part("products")
+            .product(1, "tea", 3)
+            .product(2, "jam", 5)
+            .product(3, "rye", 2)]),
+    );
+    apply(&mut replica, &server.end(&["products"]));
+    apply(
+        &mut replica,
+        &server.begin(vec![part("products").product(1, "tea", 3)]),
+    );
+    drop(replica);
+    // As version 2 kept it: a row per key.
+    let conn = shop.connect();
+    conn.execute_batch(&format!(
+        "DROP TABLE sync_snapshot_keys;
+         CREATE TABLE sync_snapshot_keys (
+             table_name TEXT NOT NULL,
+             key        TEXT NOT NULL,
+             PRIMARY KEY (table_name, key)
+         ) WITHOUT ROWID;
+         INSERT INTO sync_snapshot_keys VALUES ('products', '{}'), ('products', '{}');
+         UPDATE sync_schema SET version = 2;",
+        uuid(1),
+        uuid(2)
+    ))
+    .unwrap();
+    drop(conn);
+    let mut replica = shop.open();
+    apply(
+        &mut replica,
+        &server.down(vec![part("products").product(4, "oat", 1)]),
+    );
+    let ended = apply(&mut replica, &server.end(&["products"]));
+    assert!(
+        matches!(&ended, Received::Ended { swept, .. } if swept[0].keys == [uuid(3)]),
+        "{ended:?}"
+    );
+    assert_eq!(names(replica.connection()), ["tea", "jam", "oat"]);
+}

@@ -19,11 +19,11 @@
 //! says it pointed at before (`sync_pass_old_pointers`) — a few parents
 //! too many at worst, kept one pass longer, never one too few.
 
-use super::model::PlanTable;
-use super::reach::{children, key_text_of, row_is, rule_rows};
+use super::reach::{children, row_is, rule_rows};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
+use crate::catalog::Declared;
 use crate::db;
-use crate::table_sql::quote_literal;
+use crate::table_sql::{key_text_of, quote_literal};
 
 const CURRENT: &str = "\
     CREATE TEMP TABLE sync_pass_current ON COMMIT DROP AS \
@@ -107,7 +107,7 @@ const PLAN_TAKE_BACKS: &str = "\
                       WHERE w.replica = q.replica AND w.table_name = q.table_name AND w.key = q.key)";
 
 /// Plans the changes of every replica kept up to date.
-pub fn plan_changes(tables: &[PlanTable]) {
+pub fn plan_changes(tables: &[Declared]) {
     db::run(CURRENT);
     let nothing_to_do = db::one::<bool>(
         "SELECT NOT EXISTS (SELECT 1 FROM sync_pass_current) \
@@ -128,7 +128,7 @@ pub fn plan_changes(tables: &[PlanTable]) {
 }
 
 /// Step 1: the rows in question, closed over what leaned on them.
-fn gather_questions(tables: &[PlanTable], closes: bool) {
+fn gather_questions(tables: &[Declared], closes: bool) {
     db::run(TOUCHED_AND_HELD);
     if !closes {
         return;
@@ -148,9 +148,9 @@ fn gather_questions(tables: &[PlanTable], closes: bool) {
 /// What the held versions of the frontier's rows point at, and the rows
 /// whose held versions follow them, as `sync_pass_reached`: the rows as they
 /// are, and what pending notes say they pointed at before.
-fn reach_held_versions(tables: &[PlanTable]) {
+fn reach_held_versions(tables: &[Declared]) {
     reach_from_frontier(tables);
-    for table in tables.iter().filter(|t| t.goes_down) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         for (index, reference) in table.references.iter().enumerate() {
             // What the frontier's rows pointed at before their changes.
             db::run(&format!(
@@ -177,10 +177,10 @@ fn reach_held_versions(tables: &[PlanTable]) {
 }
 
 /// Step 2: what each replica keeps.
-fn keep(tables: &[PlanTable], closes: bool) {
+fn keep(tables: &[Declared], closes: bool) {
     db::run(CANDIDATES);
     db::run("ANALYZE sync_pass_candidates, sync_pass_question");
-    for table in tables.iter().filter(|t| t.goes_down) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if let Some(rows) = rule_rows(table, "sync_pass_current", Some("sync_pass_candidates")) {
             db::run(&format!(
                 "INSERT INTO sync_pass_want SELECT * FROM ({rows}) AS s"
@@ -219,7 +219,7 @@ fn keep(tables: &[PlanTable], closes: bool) {
 
 /// The rows in question that a row the replica holds outside them points
 /// at, or that follow one: kept, as they are held, whatever else changed.
-fn keep_what_others_lean_on(tables: &[PlanTable]) {
+fn keep_what_others_lean_on(tables: &[Declared]) {
     let held_outside = |alias: &str| {
         format!(
             "EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = {alias}.replica \
@@ -228,7 +228,7 @@ fn keep_what_others_lean_on(tables: &[PlanTable]) {
              AND q2.table_name = {alias}.table_name AND q2.key = {alias}.key)"
         )
     };
-    for table in tables.iter().filter(|t| t.goes_down) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         for (index, reference) in table.references.iter().enumerate() {
             let name = quote_literal(&table.name);
             // Children as they are, and as pending notes say they were.
@@ -268,8 +268,8 @@ fn keep_what_others_lean_on(tables: &[PlanTable]) {
 /// A touched row of a following table goes where its parent is: kept when
 /// the replica holds its parent outside the rows in question (a parent that
 /// is kept otherwise brings its followers along in the rounds that follow).
-fn keep_followers_of_what_stays(tables: &[PlanTable]) {
-    for table in tables.iter().filter(|t| t.goes_down) {
+fn keep_followers_of_what_stays(tables: &[Declared]) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         let Some(followed) = table.followed() else {
             continue;
         };
@@ -292,7 +292,7 @@ fn keep_followers_of_what_stays(tables: &[PlanTable]) {
 
 /// The condition that row `x` of `table` (as it is, or as a pending note
 /// says it was) points at row `q` through reference `index`.
-fn points_at(table: &PlanTable, index: usize, x: &str, q: &str) -> String {
+fn points_at(table: &Declared, index: usize, x: &str, q: &str) -> String {
     let reference = &table.references[index];
     format!(
         "EXISTS (SELECT 1 FROM {rel} AS t WHERE {is_x} AND {key} = {q}.key) \
@@ -306,7 +306,7 @@ fn points_at(table: &PlanTable, index: usize, x: &str, q: &str) -> String {
 
 /// The rows in question of a following table whose parent (as it is, or
 /// as a pending note says it was) is held outside the rows in question.
-fn followed_held_outside(table: &PlanTable, index: usize, outside: &str) -> String {
+fn followed_held_outside(table: &Declared, index: usize, outside: &str) -> String {
     let reference = &table.references[index];
     let name = quote_literal(&table.name);
     format!(

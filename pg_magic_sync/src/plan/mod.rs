@@ -18,15 +18,12 @@
 //!   (incremental.rs).
 
 mod incremental;
-mod model;
 mod reach;
 mod snapshot;
 
-pub use model::{PlanTable, Rule};
-pub use reach::key_of;
-
+use crate::catalog::{Declared, Rule};
 use crate::db;
-use crate::table_sql::quote_literal;
+use crate::table_sql::{key_text_of, quote_literal};
 
 const READ_NOTES: &str = "\
     CREATE TEMP TABLE sync_pass_notes ON COMMIT DROP AS \
@@ -101,7 +98,7 @@ pub const PASS_TABLES: &[&str] = &[
 
 /// Reads the pending notes and works out what every live replica is sent.
 /// Answers how many notes it read.
-pub fn plan(tables: &[PlanTable], notes_per_pass: i64, retry_all: bool) -> i64 {
+pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> i64 {
     db::run_with(READ_NOTES, &[notes_per_pass.into()]);
     db::run_with(READ_GROUP_NOTES, &[notes_per_pass.into()]);
     db::run(CHANGED_ROWS);
@@ -132,8 +129,8 @@ pub fn plan(tables: &[PlanTable], notes_per_pass: i64, retry_all: bool) -> i64 {
 
 /// A group given to or taken from a replica touches, for that replica, the
 /// rows that are members of the group.
-fn touch_groups_given_or_taken(tables: &[PlanTable]) {
-    for table in tables.iter().filter(|t| t.goes_down) {
+fn touch_groups_given_or_taken(tables: &[Declared]) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         let Rule::Grouped { members, .. } = &table.rule else {
             continue;
         };
@@ -142,8 +139,8 @@ fn touch_groups_given_or_taken(tables: &[PlanTable]) {
              SELECT DISTINCT g.replica, g.table_name, {member} \
              FROM sync_pass_group_notes g JOIN {relation} AS m ON {group} = g.group_key \
              WHERE g.table_name = {name} AND g.replica IS NOT NULL AND {member} IS NOT NULL",
-            member = reach::key_text_of("m", &members.row),
-            group = reach::key_text_of("m", &members.group),
+            member = key_text_of("m", &members.row),
+            group = key_text_of("m", &members.group),
             relation = members.relation,
             name = quote_literal(&table.name),
         ));
@@ -152,7 +149,7 @@ fn touch_groups_given_or_taken(tables: &[PlanTable]) {
 
 /// The rows that cannot go (`sync_pass_blocked`), which are also touched:
 /// a replica holding an older version of one has it taken back.
-fn block(tables: &[PlanTable]) {
+fn block(tables: &[Declared]) {
     db::run(BLOCKED);
     let empty = db::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]);
     if empty.unwrap_or(true) {
@@ -163,7 +160,7 @@ fn block(tables: &[PlanTable]) {
     );
     loop {
         let mut pointing = Vec::new();
-        for table in tables.iter().filter(|t| t.goes_down) {
+        for table in tables.iter().filter(|t| t.mirror.goes_down()) {
             for reference in &table.references {
                 pointing.push(reach::children(table, reference, "sync_pass_frontier"));
             }
@@ -195,9 +192,9 @@ fn block(tables: &[PlanTable]) {
 
 /// What every pending note says its row pointed at before the change, per
 /// reference (`parents_before` is in the order of the table's references).
-fn read_old_pointers(tables: &[PlanTable]) {
+fn read_old_pointers(tables: &[Declared]) {
     db::run(OLD_POINTERS);
-    for table in tables.iter().filter(|t| t.goes_down) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         for (index, reference) in table.references.iter().enumerate() {
             db::run(&format!(
                 "INSERT INTO sync_pass_old_pointers \

@@ -6,76 +6,22 @@
 //! Every identifier is quoted; table names and keys are literals or come
 //! from the engine's own tables.
 
-use magic_sync_proto::key::KeyType;
-
-use super::model::{PlanTable, Reference, Rule};
-use crate::table_sql::{quote_ident, quote_literal};
-
-/// The key text of `columns` of `alias`, in the key text form: NULL when
-/// any of them is NULL (a reference that points at nothing).
-pub fn key_text_of(alias: &str, columns: &[String]) -> String {
-    let parts: Vec<String> = columns
-        .iter()
-        .map(|c| format!("({alias}.{})::text", quote_ident(c)))
-        .collect();
-    match parts.as_slice() {
-        [one] => one.clone(),
-        _ => {
-            let nulls: Vec<String> = columns
-                .iter()
-                .map(|c| format!("{alias}.{} IS NULL", quote_ident(c)))
-                .collect();
-            format!(
-                "CASE WHEN {} THEN NULL ELSE concat_ws('|', {}) END",
-                nulls.join(" OR "),
-                parts.join(", ")
-            )
-        }
-    }
-}
-
-/// A condition true when `columns` of `alias` hold the key text `key`,
-/// written so an index on the columns serves it.
-pub fn key_is(alias: &str, columns: &[String], types: &[KeyType], key: &str) -> String {
-    let single = columns.len() == 1;
-    columns
-        .iter()
-        .zip(types)
-        .enumerate()
-        .map(|(i, (column, ty))| {
-            let part = if single {
-                key.to_owned()
-            } else {
-                format!("split_part({key}, '|', {})", i + 1)
-            };
-            let cast = match ty {
-                KeyType::Uuid => "uuid",
-                KeyType::Integer => "bigint",
-            };
-            format!("{alias}.{} = ({part})::{cast}", quote_ident(column))
-        })
-        .collect::<Vec<_>>()
-        .join(" AND ")
-}
-
-/// The key text of a table's rows.
-pub fn key_of(table: &PlanTable, alias: &str) -> String {
-    key_text_of(alias, &table.key_columns)
-}
+use crate::catalog::{Declared, Reference, Rule};
+use crate::table_sql::{key_is, key_matches, key_of, key_text_of, quote_ident, quote_literal};
 
 /// The condition that the row `alias` of a table has the key text `key`.
-pub fn row_is(table: &PlanTable, alias: &str, key: &str) -> String {
-    key_is(alias, &table.key_columns, &table.key_types, key)
+pub fn row_is(table: &Declared, alias: &str, key: &str) -> String {
+    key_matches(table, alias, key)
 }
 
 /// The condition that a row of a partitioned table is in the partition of
 /// the replica `replica` (a relation with a `partition` column), to follow
 /// a join's condition.
-pub fn in_partition_of(table: &PlanTable, alias: &str, replica: &str) -> String {
+pub fn in_partition_of(table: &Declared, alias: &str, replica: &str) -> String {
     same_partition(table, alias, replica)
 }
 
-fn same_partition(table: &PlanTable, alias: &str, replica: &str) -> String {
+fn same_partition(table: &Declared, alias: &str, replica: &str) -> String {
     match &table.partition {
         Some(column) => format!(
             " AND ({alias}.{})::text IS NOT DISTINCT FROM {replica}.partition",
@@ -89,7 +35,7 @@ fn same_partition(table: &PlanTable, alias: &str, replica: &str) -> String {
 /// relation of `(id, partition)`), as `(replica, table_name, key)`; with
 /// `among`, only those of its rows `(replica, table_name, key)`. None for a
 /// table whose rows go only where other rows take them.
-pub fn rule_rows(table: &PlanTable, targets: &str, among: Option<&str>) -> Option<String> {
+pub fn rule_rows(table: &Declared, targets: &str, among: Option<&str>) -> Option<String> {
     let name = quote_literal(&table.name);
     let key = key_of(table, "t");
     let within = same_partition(table, "t", "r");
@@ -97,10 +43,10 @@ pub fn rule_rows(table: &PlanTable, targets: &str, among: Option<&str>) -> Optio
         Some(among) => format!(
             "{among} AS c JOIN {targets} AS r ON r.id = c.replica \
              JOIN {source} AS t ON c.table_name = {name} AND {matches}",
-            source = table.source,
+            source = table.source(),
             matches = row_is(table, "t", "c.key"),
         ),
-        None => format!("{} AS t", table.source),
+        None => format!("{} AS t", table.source()),
     };
     let sql = match &table.rule {
         Rule::Broadcast => match among {
@@ -155,7 +101,7 @@ pub fn rule_rows(table: &PlanTable, targets: &str, among: Option<&str>) -> Optio
 
 /// The parents the rows of `table` in `rows` point at through `reference`,
 /// as they are now.
-pub fn parents(table: &PlanTable, reference: &Reference, rows: &str) -> String {
+pub fn parents(table: &Declared, reference: &Reference, rows: &str) -> String {
     format!(
         "SELECT f.replica, {parent}, {parent_key} \
          FROM {rows} AS f JOIN {rel} AS t ON f.table_name = {name} AND {matches} \
@@ -170,7 +116,7 @@ pub fn parents(table: &PlanTable, reference: &Reference, rows: &str) -> String {
 
 /// The rows of `follower` that follow rows in `rows` (of the table its rule
 /// follows), as they are now.
-pub fn followers(follower: &PlanTable, rows: &str) -> Option<String> {
+pub fn followers(follower: &Declared, rows: &str) -> Option<String> {
     let followed = follower.followed()?;
     Some(format!(
         "SELECT f.replica, {name}, {key} FROM {rows} AS f \
@@ -185,7 +131,7 @@ pub fn followers(follower: &PlanTable, rows: &str) -> Option<String> {
 
 /// The rows of `table` that point at rows in `rows` through `reference`, as
 /// they are now: the children of those rows.
-pub fn children(table: &PlanTable, reference: &Reference, rows: &str) -> String {
+pub fn children(table: &Declared, reference: &Reference, rows: &str) -> String {
     format!(
         "SELECT f.replica, {name}, {key} FROM {rows} AS f \
          JOIN {rel} AS t ON f.table_name = {parent} AND {points}",
@@ -200,27 +146,28 @@ pub fn children(table: &PlanTable, reference: &Reference, rows: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::model::{Assignments, Members};
+    use crate::catalog::{Assignments, Members};
     use crate::table_sql::qualified;
+    use magic_sync_proto::key::KeyType;
 
-    fn orders() -> PlanTable {
-        PlanTable {
+    fn orders() -> Declared {
+        Declared {
             name: "orders".into(),
             relation: qualified("shop", "orders"),
-            source: qualified("shop", "orders"),
             key_columns: vec!["id".into()],
             key_types: vec![KeyType::Uuid],
-            goes_down: true,
             rule: Rule::Assigned {
                 column: "register_id".into(),
             },
-            partition: None,
             references: vec![Reference {
+                constraint: "orders_product_id_fkey".into(),
                 parent: "products".into(),
                 columns: vec!["product_id".into()],
+                parent_columns: vec!["id".into()],
                 key_types: vec![KeyType::Uuid],
             }],
             position: 2,
+            ..Default::default()
         }
     }
 
@@ -248,13 +195,16 @@ mod tests {
 
     #[test]
     fn a_table_without_a_rule_of_its_own_sends_nothing_by_itself() {
-        let none = PlanTable {
+        let none = Declared {
             rule: Rule::None,
             ..orders()
         };
         assert!(rule_rows(&none, "targets", None).is_none());
-        let follows = PlanTable {
-            rule: Rule::Follows { reference: 0 },
+        let follows = Declared {
+            rule: Rule::Follows {
+                columns: vec!["product_id".into()],
+                reference: 0,
+            },
             ..orders()
         };
         assert!(rule_rows(&follows, "targets", None).is_none());
@@ -262,13 +212,14 @@ mod tests {
 
     #[test]
     fn a_grouped_table_goes_to_replicas_given_a_group_of_the_row() {
-        let customers = PlanTable {
+        let customers = Declared {
             name: "customers".into(),
             rule: Rule::Grouped {
                 members: Members {
                     relation: qualified("shop", "list_members"),
                     row: vec!["customer_id".into()],
                     group: vec!["list_id".into()],
+                    groups: qualified("shop", "lists"),
                 },
                 assigned: Assignments {
                     relation: qualified("shop", "register_lists"),
@@ -302,7 +253,7 @@ mod tests {
 
     #[test]
     fn a_partitioned_table_reaches_replicas_of_its_partition_only() {
-        let table = PlanTable {
+        let table = Declared {
             partition: Some("company_id".into()),
             rule: Rule::Broadcast,
             ..orders()

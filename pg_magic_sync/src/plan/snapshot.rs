@@ -7,10 +7,10 @@
 //! is not listed row by row: `sync_pass_whole` says the replica is sent all
 //! of it, and its rows are read straight from the table as they are packed.
 
-use super::model::{PlanTable, Rule};
-use super::reach::{followers, in_partition_of, key_of, parents, rule_rows};
+use super::reach::{followers, in_partition_of, parents, rule_rows};
+use crate::catalog::{Declared, Rule};
 use crate::db;
-use crate::table_sql::quote_literal;
+use crate::table_sql::{key_of, quote_literal};
 
 const PROVISIONING: &str = "\
     CREATE TEMP TABLE sync_pass_provisioning ON COMMIT DROP AS \
@@ -43,13 +43,13 @@ const VERSIONS: &str = "\
     WHERE p.replica = r.id AND p.table_name = n.table_name AND p.key = n.key";
 
 /// Plans every row each replica being provisioned should hold.
-pub fn plan_snapshots(tables: &[PlanTable]) {
+pub fn plan_snapshots(tables: &[Declared]) {
     db::run(PROVISIONING);
     if db::one::<i64>("SELECT count(*) FROM sync_pass_provisioning", &[]).unwrap_or(0) == 0 {
         return;
     }
-    let whole: Vec<&PlanTable> = tables.iter().filter(|t| goes_whole(t)).collect();
-    for table in tables.iter().filter(|t| t.goes_down) {
+    let whole: Vec<&Declared> = tables.iter().filter(|t| goes_whole(t)).collect();
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if whole.iter().any(|w| w.name == table.name) {
             db::run(&format!(
                 "INSERT INTO sync_pass_whole SELECT id, {} FROM sync_pass_provisioning",
@@ -97,10 +97,10 @@ pub fn plan_snapshots(tables: &[PlanTable]) {
 
 /// Whether every row of a table goes to every replica being provisioned (of
 /// its partition): then it is sent whole, without listing its rows.
-fn goes_whole(table: &PlanTable) -> bool {
-    table.goes_down
+fn goes_whole(table: &Declared) -> bool {
+    table.mirror.goes_down()
         && table.rule == Rule::Broadcast
-        && table.source == table.relation
+        && table.active.is_none()
         && db::one::<bool>(
             "SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked WHERE table_name = $1)",
             &[table.name.as_str().into()],
@@ -109,7 +109,7 @@ fn goes_whole(table: &PlanTable) -> bool {
 }
 
 /// Whether some table follows this one.
-fn is_followed(table: &PlanTable, tables: &[PlanTable]) -> bool {
+fn is_followed(table: &Declared, tables: &[Declared]) -> bool {
     tables
         .iter()
         .any(|t| t.followed().is_some_and(|r| r.parent == table.name))
@@ -117,16 +117,16 @@ fn is_followed(table: &PlanTable, tables: &[PlanTable]) -> bool {
 
 /// Whether any table points at another or follows one: if none does, what
 /// the rules send is the whole of it.
-pub fn closes_over_anything(tables: &[PlanTable]) -> bool {
+pub fn closes_over_anything(tables: &[Declared]) -> bool {
     tables
         .iter()
-        .any(|t| t.goes_down && !t.references.is_empty())
+        .any(|t| t.mirror.goes_down() && !t.references.is_empty())
 }
 
 /// The parents and followers of the frontier, as `sync_pass_reached`.
-pub fn reach_from_frontier(tables: &[PlanTable]) {
+pub fn reach_from_frontier(tables: &[Declared]) {
     let mut reached: Vec<String> = Vec::new();
-    for table in tables.iter().filter(|t| t.goes_down) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         for reference in &table.references {
             reached.push(parents(table, reference, "sync_pass_frontier"));
         }
@@ -145,7 +145,7 @@ pub fn reach_from_frontier(tables: &[PlanTable]) {
 
 /// One round: what the frontier reaches that is not planned yet becomes
 /// the next frontier. Answers how many rows the round added.
-fn close_one_round(tables: &[PlanTable]) -> i64 {
+fn close_one_round(tables: &[Declared]) -> i64 {
     reach_from_frontier(tables);
     db::run("TRUNCATE sync_pass_frontier");
     db::run(ADVANCE);
