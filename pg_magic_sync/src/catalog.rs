@@ -230,10 +230,17 @@ impl Declared {
     }
 
     /// The columns a change of which alone is not noted.
+    /// With an active view, a column that does not travel may still decide
+    /// whether a row is in the view (an archive date): its changes are noted.
     pub fn unnoted(&self) -> Vec<&str> {
+        let unmirrored = if self.active.is_some() {
+            &[][..]
+        } else {
+            &self.unmirrored[..]
+        };
         self.replica_owned
             .iter()
-            .chain(&self.unmirrored)
+            .chain(unmirrored)
             .map(String::as_str)
             .collect()
     }
