@@ -77,3 +77,12 @@ LANGUAGE sql AS $$
     WITH due AS (UPDATE sync.quarantine SET retry_at = now() RETURNING 1)
     SELECT count(*) FROM due;
 $$;
+
+-- Provisions a replica again from scratch at the next pass: what an
+-- operator's "send it everything again" does. In the caller's transaction.
+-- Answers whether the replica is one the relay knows.
+CREATE FUNCTION sync.resync(replica uuid) RETURNS boolean
+LANGUAGE sql AS $$
+    WITH marked AS (UPDATE sync.replicas SET provision = true WHERE id = resync.replica RETURNING 1)
+    SELECT count(*) > 0 FROM marked;
+$$;

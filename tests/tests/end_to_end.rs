@@ -311,3 +311,28 @@ fn a_register_that_missed_a_message_says_so_and_is_provisioned_again() {
     report(&mut shop.pg, &mut register);
     assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
 }
+
+#[test]
+fn a_register_asked_for_is_provisioned_again_from_scratch() {
+    let mut shop = Shop::open();
+    shop.run("INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)");
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+    let asked: bool = shop
+        .pg
+        .query_one("SELECT sync.resync($1)", &[&a])
+        .unwrap()
+        .get(0);
+    assert!(asked);
+    let summary = shop.relay();
+    assert_eq!(summary["provisioned"], 1, "{summary}");
+    deliver(&mut shop.pg, &mut register);
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+    let unknown: bool = shop
+        .pg
+        .query_one("SELECT sync.resync(gen_random_uuid())", &[])
+        .unwrap()
+        .get(0);
+    assert!(!unknown);
+}
