@@ -14,7 +14,9 @@ say "installing the extension into PostgreSQL 15"
 cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG"
 
 say "proto, replica, end-to-end and pg_regress tests"
-cargo test --workspace --exclude magic_sync
+# A test that hangs fails the run here, with its name printed, rather than
+# running into CI's own limit.
+timeout --foreground 45m cargo test --workspace --exclude magic_sync
 
 say "the extension's tests inside PostgreSQL"
 # PostgreSQL will not run as root: the test cluster runs as postgres.

@@ -32,7 +32,16 @@ CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 DECLARE
     too_large jsonb;
+    rounds int := 0;
 BEGIN
+    COMMIT;
+    -- What waits apart from the notes, in a transaction of its own: uploads
+    -- kept in the inbox are filed again when due (all of them when a relay
+    -- starts, a deploy may have fixed them), and replicas whose
+    -- provisioning was put off until it may (said of themselves too often)
+    -- are marked for it.
+    PERFORM sync.refile(sync.relay_starts());
+    PERFORM sync.provision_due();
     COMMIT;
     LOOP
         SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
@@ -53,6 +62,13 @@ BEGIN
             END IF;
         END;
         EXIT WHEN too_large IS NULL;
+        -- Each round sets at least one more row aside; one that keeps coming
+        -- back is a fault of the engine, and must not spin for ever.
+        rounds := rounds + 1;
+        IF rounds > 100 THEN
+            RAISE EXCEPTION 'magic_sync: rows set aside keep coming back into the pass'
+                USING DETAIL = too_large::text;
+        END IF;
         PERFORM sync.set_aside(too_large);
     END LOOP;
     COMMIT;
@@ -60,22 +76,35 @@ END
 $$;
 
 -- Sets rows aside that no message can carry: [{table, key, note, reason}].
+-- A row is set aside at the newest note of it the pass sees (a row read
+-- straight from its table carries none), so that only a later change lets
+-- it through again.
 CREATE FUNCTION sync.set_aside(rows jsonb) RETURNS void
 LANGUAGE sql AS $$
+    WITH aside AS (
+        SELECT (r->>'table') COLLATE "C" AS table_name, (r->>'key') COLLATE "C" AS key,
+               (r->>'note')::bigint AS note,
+               r->>'reason' AS reason
+        FROM jsonb_array_elements(rows) AS r)
     INSERT INTO sync.quarantine (table_name, key, note, reason, retry_at)
-    SELECT r->>'table', r->>'key', (r->>'note')::bigint, r->>'reason',
-           now() + current_setting('magic_sync.retry_every')::interval
-    FROM jsonb_array_elements(rows) AS r
+    SELECT a.table_name, a.key,
+           greatest(a.note, (SELECT max(n.id) FROM sync.notes n
+                             WHERE n.table_name = a.table_name AND n.key = a.key)),
+           a.reason, now() + current_setting('magic_sync.retry_every')::interval
+    FROM aside AS a
     ON CONFLICT (table_name, key) DO UPDATE
     SET note = excluded.note, reason = excluded.reason, since = now(), retry_at = excluded.retry_at;
 $$;
 
--- After a deploy that may have fixed what set rows aside: every one of them
--- is tried again at the next pass. Answers how many.
+-- After a deploy that may have fixed what was set aside: rows no message
+-- could carry, rows a replica refused, uploads the database refused — every
+-- one of them is tried again at the next pass. Answers how many.
 CREATE FUNCTION sync.retry() RETURNS bigint
 LANGUAGE sql AS $$
-    WITH due AS (UPDATE sync.quarantine SET retry_at = now() RETURNING 1)
-    SELECT count(*) FROM due;
+    WITH rows AS (UPDATE sync.quarantine SET retry_at = now() RETURNING 1),
+         refused AS (UPDATE sync.held SET retry_at = now() WHERE refused IS NOT NULL RETURNING 1),
+         kept AS (UPDATE sync.inbox SET retry_at = now() RETURNING 1)
+    SELECT (SELECT count(*) FROM rows) + (SELECT count(*) FROM refused) + (SELECT count(*) FROM kept);
 $$;
 
 -- Provisions a replica again from scratch at the next pass: what an

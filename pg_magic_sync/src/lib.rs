@@ -15,12 +15,19 @@
 
 use pgrx::prelude::*;
 
+mod applied;
+mod backlogs;
 mod catalog;
 mod check;
 mod db;
 mod declare;
 mod digest;
+mod digests;
 mod envelope;
+mod file;
+mod file_sql;
+mod filed;
+mod inbox;
 mod indexes;
 mod inspect;
 mod load;
@@ -31,14 +38,19 @@ mod plan;
 mod queue;
 mod receive;
 mod record;
+mod rejections;
 mod relay;
 mod resolve;
 mod rule_text;
+mod said;
 mod seal;
+mod senders;
 mod settings;
+mod standing;
 mod steps;
 mod table_sql;
 mod triggers;
+mod went_back;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -55,6 +67,11 @@ extension_sql_file!(
     name = "noting",
     requires = ["declarations"]
 );
+extension_sql_file!(
+    "../../sql/filing.sql",
+    name = "filing",
+    requires = ["declarations"]
+);
 extension_sql_file!("../../sql/relay.sql", name = "relay", finalize);
 
 #[pg_guard]
@@ -67,6 +84,9 @@ mod tests;
 
 #[cfg(any(test, feature = "pg_test"))]
 mod declare_tests;
+
+#[cfg(any(test, feature = "pg_test"))]
+mod filing_tests;
 
 #[cfg(test)]
 pub mod pg_test {

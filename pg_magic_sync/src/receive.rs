@@ -1,76 +1,102 @@
-//! What a replica sends up: `sync.receive(replica, bytes)`, filed under the
+//! What a replica sends up: `sync.receive(replica, bytes)`, everything
+//! protocol Appendix A says the server does with an `Up`, filed under the
 //! replica the caller names (the transport's word), never what the message
 //! itself claims.
 //!
-//! This version takes what the replica says it applied, and its gap. The
-//! server counts a row as held only once the replica said it applied the
-//! message that carried it, under a seal the server made.
+//! It runs in the caller's transaction, and raises an error when the Up must
+//! come again (it speaks a later protocol, or the database failed in a way a
+//! resend may cure) and when the bytes are no Up at all: whoever hands them
+//! over is told plainly, and nothing changes. Anything else is answered (a
+//! jsonb verdict) and kept: a row the database refuses waits in the inbox
+//! (inbox.rs) and counts as filed. An Up beyond the limits, and one from a
+//! sender the server does not know, are dropped, unanswered.
+//!
+//! In order, each step apart from the others, so none holds back another:
+//! the rejections (rejections.rs), what it applied and its gap
+//! (applied.rs), its rows (file.rs), its digests (digests.rs), its backlog
+//! (backlogs.rs); then the answer, a Filed written in this transaction
+//! (filed.rs).
 
+use magic_sync_proto::wire::Up;
+use magic_sync_proto::PROTOCOL;
 use pgrx::prelude::*;
 use prost::Message;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use magic_sync_proto::wire::Up;
-use magic_sync_proto::PROTOCOL;
-
-use crate::db::{self, from_pg, refuse, to_pg};
-use crate::seal::{self, Sealed};
-
-/// Where the server's record of a replica stands.
-struct Known {
-    live: bool,
-    epoch: Option<Uuid>,
-    last_sequence: i64,
-    applied_sequence: i64,
-    snapshot_sequence: Option<i64>,
-}
-
-fn known(replica: Uuid) -> Option<Known> {
-    Spi::connect(|client| {
-        let mut rows = client
-            .select(
-                "SELECT live, epoch, last_sequence, applied_sequence, snapshot_sequence \
-                 FROM sync.replicas WHERE id = $1",
-                Some(1),
-                &[to_pg(replica).into()],
-            )
-            .expect("reads sync.replicas");
-        rows.next().map(|row| Known {
-            live: row.get(1).ok().flatten().unwrap_or(false),
-            epoch: row.get::<pgrx::Uuid>(2).ok().flatten().map(from_pg),
-            last_sequence: row.get(3).ok().flatten().unwrap_or(0),
-            applied_sequence: row.get(4).ok().flatten().unwrap_or(0),
-            snapshot_sequence: row.get(5).ok().flatten(),
-        })
-    })
-}
-
-fn epoch_secret(epoch: Uuid) -> Option<Vec<u8>> {
-    db::one(
-        "SELECT secret FROM sync.epochs WHERE id = $1",
-        &[to_pg(epoch).into()],
-    )
-}
+use crate::applied::{self, Judged};
+use crate::backlogs;
+use crate::catalog::{self, Declared};
+use crate::db::{from_pg, refuse};
+use crate::digests;
+use crate::file::{self, Outcome};
+use crate::filed;
+use crate::inbox;
+use crate::rejections;
+use crate::senders::{self, Sender};
+use crate::settings;
+use crate::standing::Standing;
 
 /// `sync.receive(replica, bytes)`: takes an `Up` from the replica the
 /// transport names, and answers what the server made of it.
 #[pg_extern(volatile)]
 fn receive(replica: pgrx::Uuid, bytes: &[u8]) -> pgrx::JsonB {
-    let replica = from_pg(replica);
-    let up = Up::decode(bytes).unwrap_or_else(|e| {
-        refuse(
-            format!("magic_sync: the bytes from {replica} are not an Up message: {e}"),
-            "sync.receive takes the bytes of an Up, as the replica library builds them.",
-        )
-    });
-    pgrx::JsonB(file_up(replica, &up))
+    pgrx::JsonB(file_up(from_pg(replica), bytes))
 }
 
-fn file_up(replica: Uuid, up: &Up) -> Value {
+fn dropped(replica: Uuid, why: &str) -> Value {
+    pgrx::log!("magic_sync: an Up from {replica} dropped as malformed: {why}");
+    json!({ "verdict": "malformed", "why": why })
+}
+
+/// Why an Up is beyond the server's limits, if it is: more bytes than a
+/// message takes, more rows and rejections together than one carries, more
+/// tables or upload numbers.
+pub fn beyond_limits(up: &Up, bytes: usize) -> Option<String> {
+    let limits = settings::limits();
+    let rows: usize = up
+        .tables
+        .iter()
+        .map(|t| t.upserts.len() + t.deletes.len())
+        .sum::<usize>()
+        + up.rejected.len();
+    if bytes > limits.bytes {
+        Some(format!(
+            "{bytes} bytes, more than a message takes ({})",
+            limits.bytes
+        ))
+    } else if rows > limits.rows {
+        Some(format!(
+            "{rows} rows and rejections, more than a message carries ({})",
+            limits.rows
+        ))
+    } else if up.tables.len() > limits.tables {
+        Some(format!(
+            "{} parts, more than a message carries ({})",
+            up.tables.len(),
+            limits.tables
+        ))
+    } else if up.uploads.len() > limits.uploads {
+        Some(format!(
+            "{} upload numbers, more than a Filed carries ({})",
+            up.uploads.len(),
+            limits.uploads
+        ))
+    } else {
+        None
+    }
+}
+
+pub fn file_up(replica: Uuid, bytes: &[u8]) -> Value {
+    let up = match Up::decode(bytes) {
+        Ok(up) => up,
+        Err(e) => refuse(
+            format!("magic_sync: the bytes from {replica} are not an Up message: {e}"),
+            "sync.receive takes the bytes of an Up, as the replica library builds them.",
+        ),
+    };
     if up.protocol == 0 {
-        pgrx::log!("magic_sync: an Up of protocol 0 from {replica}, dropped as malformed");
-        return json!({ "verdict": "malformed", "why": "no protocol" });
+        return dropped(replica, "no protocol");
     }
     if up.protocol > PROTOCOL {
         refuse(
@@ -81,86 +107,147 @@ fn file_up(replica: Uuid, up: &Up) -> Value {
             "The replica sends it again; it is filed once the server is upgraded.",
         );
     }
-    let Some(known) = known(replica).filter(|k| k.live) else {
-        pgrx::log!("magic_sync: an Up from {replica}, which is no live replica, dropped");
+    if let Some(why) = beyond_limits(&up, bytes.len()) {
+        return dropped(replica, &why);
+    }
+    let Some(mut sender) = senders::recognise(replica) else {
         return json!({ "verdict": "unknown sender" });
     };
-    if !up.tables.is_empty() {
-        refuse(
-            format!("magic_sync: {replica} uploads rows, and this version files none yet"),
-            "The replica keeps its rows and sends them again; they are filed once the server is upgraded.",
-        );
+    let standing = Standing::read(replica);
+    let tables = catalog::declared_tables();
+    let mut verdict = json!({ "verdict": "filed" });
+
+    // What the upload says of the replica, filed apart from its rows.
+    if !up.rejected.is_empty() {
+        verdict["rejections"] = Value::Array(rejections::take(
+            replica,
+            standing.as_ref(),
+            &up.rejected,
+            &tables,
+        ));
     }
-    json!({
-        "applied": take_applied(replica, &known, up),
-        "gap": take_gap(replica, &known, up.gap),
-    })
+    // An Up that says nothing of where the replica stands (sequence 0: on
+    // a lane but the first, or before it applied anything) has no verdict
+    // of it.
+    let judged = match &standing {
+        _ if up.sequence == 0 => Judged::NothingSaid,
+        Some(s) => {
+            let (judged, said) = applied::take(replica, s, &up);
+            verdict["applied"] = json!(said);
+            judged
+        }
+        None => {
+            verdict["applied"] = json!("no chain recorded for it yet: ignored");
+            Judged::NothingSaid
+        }
+    };
+    if up.gap != 0 {
+        verdict["gap"] = json!(match Standing::read(replica) {
+            Some(s) => applied::take_gap(replica, &s, up.gap),
+            None => "no chain recorded for it yet: ignored".to_owned(),
+        });
+    }
+
+    // Its rows, as the sender.
+    let applied_at = applied_position(&up, standing.as_ref(), judged);
+    let waiting_may_go = judged == Judged::Counted;
+    let rows = file_rows(
+        &up,
+        &tables,
+        &mut sender,
+        standing.as_ref(),
+        applied_at,
+        waiting_may_go,
+    );
+    if let Some((outcomes, refiled)) = rows {
+        if !outcomes.is_empty() {
+            verdict["rows"] = outcomes.iter().map(Outcome::to_json).collect();
+        }
+        if let Some(refiled) = refiled {
+            verdict["refiled"] = refiled;
+        }
+    }
+
+    if !up.digests.is_empty() {
+        verdict["digests"] = match &standing {
+            Some(s) => digests::take(
+                replica,
+                s,
+                digests::caught_up(s, judged, &up),
+                &up.digests,
+                &tables,
+            ),
+            None => json!("not compared: no chain recorded for it yet"),
+        };
+    }
+    if let Some(backlog) = &up.backlog {
+        verdict["backlog"] = backlogs::keep(replica, backlog);
+    }
+    let answered = filed::answer(replica, &up.uploads);
+    if !answered.is_empty() {
+        verdict["answered"] = json!(answered);
+    }
+    verdict
 }
 
-/// What the replica says it applied: counted once the seal checks.
-fn take_applied(replica: Uuid, known: &Known, up: &Up) -> Value {
-    if up.sequence == 0 {
-        return json!("nothing yet");
-    }
-    let Ok(epoch) = Uuid::try_parse(&up.epoch) else {
-        return json!("not an epoch");
-    };
-    let sealed = Sealed {
-        replica,
-        epoch,
-        sequence: up.sequence,
-        nonce: up.nonce,
-    };
-    let Some(secret) = epoch_secret(epoch) else {
-        return json!("another epoch");
-    };
-    if !seal::is_sealed(&secret, &sealed, &up.mac) {
-        return json!("a seal the server never made");
-    }
-    let sequence = up.sequence as i64;
-    if known.epoch != Some(epoch) {
-        return json!("another epoch");
-    }
-    if sequence > known.last_sequence {
-        return json!("past anything sent");
-    }
-    if sequence <= known.applied_sequence {
-        return json!("already counted");
-    }
-    db::run_with(
-        "UPDATE sync.replicas SET applied_epoch = $2, applied_sequence = $3, applied_nonce = $4, \
-         applied_at = now(), heard_at = now() WHERE id = $1",
-        &[
-            to_pg(replica).into(),
-            to_pg(epoch).into(),
-            sequence.into(),
-            (up.nonce as i64).into(),
-        ],
+/// What the replica had applied when it sent this Up's deletes: what it
+/// says, when that is a sealed message of its chain, or else what the
+/// server last heard it apply.
+fn applied_position(up: &Up, s: Option<&Standing>, judged: Judged) -> Option<(Uuid, i64)> {
+    let s = s?;
+    let chain = s.epoch?;
+    let said = matches!(
+        judged,
+        Judged::Counted | Judged::Already | Judged::ReplicaWentBack
     );
-    // What the replica let go of is gone from its record once it applied it.
-    db::run_with(
-        "DELETE FROM sync.held WHERE replica = $1 AND leaving IS NOT NULL AND leaving <= $2",
-        &[to_pg(replica).into(), sequence.into()],
-    );
-    json!("counted")
+    if said {
+        return Some((chain, up.sequence as i64));
+    }
+    s.applied_in_chain().map(|sequence| (chain, sequence))
 }
 
-/// A replica that missed a message is provisioned again, unless a snapshot
-/// that began after the message it could not follow is on its way.
-fn take_gap(replica: Uuid, known: &Known, gap: u64) -> Value {
-    if gap == 0 {
-        return json!("none");
+/// Files the Up's rows, and what waited for the replica's provisioning once
+/// it is confirmed. Answers the parts' outcomes and what was filed again,
+/// or None when there was nothing to file.
+fn file_rows(
+    up: &Up,
+    tables: &[Declared],
+    sender: &mut Sender,
+    standing: Option<&Standing>,
+    applied: Option<(Uuid, i64)>,
+    waiting_may_go: bool,
+) -> Option<(Vec<Outcome>, Option<Value>)> {
+    let replica = sender.replica;
+    let had_any = inbox::has_any(replica);
+    let refile_waiting = waiting_may_go && had_any;
+    if up.tables.is_empty() && !refile_waiting {
+        return None;
     }
-    let gap = gap as i64;
-    if gap > known.last_sequence {
-        return json!("past anything sent");
+    // Read first: a part that is malformed is left out whole, the rest of a
+    // part filed.
+    let mut outcomes = Vec::new();
+    let mut parts = Vec::new();
+    for part in &up.tables {
+        match file::read_part(part, tables, replica, applied) {
+            Ok(read) => parts.push(read),
+            Err(left_out) => outcomes.push(*left_out),
+        }
     }
-    if known.snapshot_sequence.is_some_and(|began| began > gap) {
-        return json!("a snapshot is on its way");
+    let failure = if parts.is_empty() && !refile_waiting {
+        None
+    } else {
+        sender.begin_filing()
+    };
+    // Edits that waited for the provisioning this Up confirms (unless the
+    // filing hook failed: they wait on).
+    let refiled = (refile_waiting && failure.is_none())
+        .then(|| inbox::refile_replica(replica, false, true, tables, Some(sender)).to_json());
+    for part in parts {
+        outcomes.push(match &failure {
+            Some(why) => file::keep_all(part, why),
+            None => file::file_part(part, sender, standing),
+        });
     }
-    db::run_with(
-        "UPDATE sync.replicas SET provision = true, gap = $2, heard_at = now() WHERE id = $1",
-        &[to_pg(replica).into(), gap.into()],
-    );
-    json!("provisioned again")
+    inbox::record(replica, &outcomes, inbox::From::Upload, had_any);
+    Some((outcomes, refiled))
 }

@@ -84,6 +84,13 @@ fn provision_all_if_redeclared() -> bool {
 /// Whether this session has run a pass: the first one is a relay starting.
 static RELAYED_IN_THIS_SESSION: AtomicBool = AtomicBool::new(false);
 
+/// `sync.relay_starts()`: whether the next pass in this session is the
+/// first, a relay starting, when whatever was set aside is tried again.
+#[pg_extern(volatile)]
+fn relay_starts() -> bool {
+    !RELAYED_IN_THIS_SESSION.load(Ordering::Relaxed)
+}
+
 /// The current epoch, begun the first time it is needed.
 pub fn current_epoch() -> Epoch {
     let found = Spi::connect(|client| {

@@ -37,10 +37,13 @@ SELECT sync.receive('00000000-0000-0000-0000-00000000000a', '\xdeadbeef');
 SELECT sync.receive('00000000-0000-0000-0000-00000000000a', '\x');
 SELECT sync.receive('00000000-0000-0000-0000-0000000000ff', '\x0801');
 
--- A relay pass must be called outside a transaction block.
+-- A relay pass must be called outside a transaction block. (Where in the
+-- procedure it stops is no part of the answer.)
+\set SHOW_CONTEXT never
 BEGIN;
 CALL sync.relay();
 ROLLBACK;
+\set SHOW_CONTEXT errors
 
 -- Leave the database as it was found.
 DROP SCHEMA shop CASCADE;

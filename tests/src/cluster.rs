@@ -177,6 +177,16 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A test that failed shows what the server said last: a crash or
+        // an error logged there is often the cause.
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- the server's log, last lines ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
         let _ = as_owner(&self.bin.join("pg_ctl"))
             .arg("-D")
             .arg(self.dir.path().join("data"))

@@ -315,7 +315,9 @@ fn a_register_that_missed_a_message_says_so_and_is_provisioned_again() {
 #[test]
 fn a_register_asked_for_is_provisioned_again_from_scratch() {
     let mut shop = Shop::open();
-    shop.run("INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)");
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
     let a = shop.add_register("Register 1");
     let mut register = open_register(&shop.file_of(a), a);
     sync_all(&mut shop, std::slice::from_mut(&mut register));

@@ -87,14 +87,14 @@ const KEEP_REACHED: &str = "\
        OR EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = a.replica \
                   AND q.table_name = a.table_name AND q.key = a.key)";
 
-/// What is kept and lacked, or held at an older version, is sent.
+/// What is kept and lacked, held at an older version, or refused, is sent.
 const PLAN_SENDS: &str = "\
     INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
     SELECT w.replica, w.table_name, w.key, 'u', coalesce(c.note, h.note, 0) \
     FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_want) AS w \
     LEFT JOIN sync.held h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key \
     LEFT JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key \
-    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note";
+    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused IS NOT NULL";
 
 /// What is in question and not kept is taken back.
 const PLAN_TAKE_BACKS: &str = "\

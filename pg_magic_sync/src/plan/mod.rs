@@ -58,6 +58,16 @@ const RELEASE_DUE: &str = "\
     WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table_name, key) \
     INSERT INTO sync_pass_touched SELECT NULL, table_name, key FROM due";
 
+/// Rows a replica refused are sent it again (or their deletes) when their
+/// retry is due, or when a relay starts: a deploy on either side may have
+/// fixed the cause. For that replica only.
+const REFUSED_DUE: &str = "\
+    WITH due AS ( \
+        UPDATE sync.held SET retry_at = now() + current_setting('magic_sync.retry_every')::interval \
+        WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) \
+        RETURNING replica, table_name, key) \
+    INSERT INTO sync_pass_touched SELECT replica, table_name, key FROM due";
+
 /// What cannot go: the rows set aside, and, a round at a time, every row
 /// that points at one (a row that follows one points at it).
 const BLOCKED: &str = "\
@@ -109,6 +119,7 @@ pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> i64 {
     }
     db::run(RELEASE_CHANGED);
     db::run(RELEASE_DUE);
+    db::run_with(REFUSED_DUE, &[retry_all.into()]);
     block(tables);
     read_old_pointers(tables);
     // Temporary tables have no statistics until analyzed: without them the

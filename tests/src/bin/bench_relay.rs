@@ -193,7 +193,8 @@ fn give_a_list(cluster: &Cluster, customers: i64) -> (f64, i64) {
     drain(&mut pg);
     pg.batch_execute("DELETE FROM sync.outbox").unwrap();
     pg.batch_execute("VACUUM ANALYZE").unwrap();
-    pg.batch_execute("SET magic_sync.pass_timings = on").unwrap();
+    pg.batch_execute("SET magic_sync.pass_timings = on")
+        .unwrap();
     pg.batch_execute(
         "INSERT INTO shop.register_lists VALUES \
          ('00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-0000000000f1')",
@@ -204,7 +205,10 @@ fn give_a_list(cluster: &Cluster, customers: i64) -> (f64, i64) {
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     println!("    steps (ms): {}", summary["took_ms"]);
     let sent: i64 = pg
-        .query_one("SELECT count(*) FROM sync.held WHERE table_name = 'customers'", &[])
+        .query_one(
+            "SELECT count(*) FROM sync.held WHERE table_name = 'customers'",
+            &[],
+        )
         .unwrap()
         .get(0);
     (ms, sent)
@@ -237,7 +241,9 @@ fn main() {
     println!("  the pass planned and recorded in {ms:.1} ms (target: at most 200 ms), storing {bodies} body (target: 1)");
 
     let customers = arg("--customers", 10_000);
-    println!("\nA list of {customers} customers given to a register (one row in the assignment table)");
+    println!(
+        "\nA list of {customers} customers given to a register (one row in the assignment table)"
+    );
     let (ms, sent) = give_a_list(&cluster, customers);
     println!("  the pass that sends them took {ms:.1} ms (target: at most 1,000 ms), sending {sent} customers");
 }

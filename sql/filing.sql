@@ -1,0 +1,337 @@
+-- Filing what replicas send up (pg_magic_sync/src/receive.rs and the
+-- modules it calls): the engine's tables and columns that keep what an Up
+-- says, the hooks a host declares for what it knows of a sender, and the
+-- PL/pgSQL that files rows with a savepoint around them, so a row the
+-- database refuses is kept instead of failing the upload.
+--
+-- The engine's tables of schema.sql are changed here by ALTER TABLE, so
+-- that file stays as it is.
+
+-- ---------------------------------------------------------------------------
+-- What a replica said of rows it was sent (protocol A.4).
+
+-- A row a replica refused (a rejection of the last message that carried it,
+-- or of its delete) stays in sync.held: it is still held for every decision
+-- that takes rows back, and not for progress or digests. It is sent again
+-- when its retry comes (retry_at) or when a relay starts, and the refusal
+-- is taken once the replica applies a later message that carries it.
+ALTER TABLE sync.held ADD COLUMN refused text;
+-- The message the replica refused it in: a later one that carries the row
+-- and is applied takes the refusal.
+ALTER TABLE sync.held ADD COLUMN refused_by bigint;
+ALTER TABLE sync.held ADD COLUMN refused_at timestamptz;
+-- A row of the replica's own it held back (nothing is at fault: no alarm).
+ALTER TABLE sync.held ADD COLUMN held_back boolean NOT NULL DEFAULT false;
+-- When the relay sends it (or its delete) again.
+ALTER TABLE sync.held ADD COLUMN retry_at timestamptz;
+CREATE INDEX held_refused ON sync.held (retry_at) WHERE refused IS NOT NULL;
+
+-- ---------------------------------------------------------------------------
+-- What a replica says of itself (protocol A.2, A.5).
+
+-- A replica provisioned again for what it says of itself (a gap, a message
+-- older than the last it applied, an epoch this database never had) is so
+-- at most once a minute, twice as long between each time while it keeps
+-- saying so, up to 32 minutes; 64 quiet minutes start over. One that says
+-- it sooner is noted for then: the relay provisions it once provision_at
+-- has come (sync.provision_due()).
+ALTER TABLE sync.replicas ADD COLUMN provision_at timestamptz;
+ALTER TABLE sync.replicas ADD COLUMN said_times integer NOT NULL DEFAULT 0;
+ALTER TABLE sync.replicas ADD COLUMN said_at timestamptz;
+ALTER TABLE sync.replicas ADD COLUMN said_provisioned_at timestamptz;
+-- Digests are compared at most every ten minutes; a mismatch provisions the
+-- replica again, and one within a day of that is logged, not acted on.
+ALTER TABLE sync.replicas ADD COLUMN digests_at timestamptz;
+ALTER TABLE sync.replicas ADD COLUMN digests_provisioned_at timestamptz;
+
+-- The last backlog each replica said, with when (an Up without one leaves
+-- it standing). A replica is catching up while its backlog is not empty.
+CREATE TABLE sync.backlogs (
+    replica       uuid PRIMARY KEY,
+    -- [{table, unsent, unfiled, set_aside}], as the replica said it.
+    tables        jsonb NOT NULL,
+    -- Whether every figure of it is 0.
+    empty         boolean NOT NULL,
+    said_at       timestamptz NOT NULL DEFAULT now()
+);
+
+-- What whoever runs the server must hear of: the database found to have
+-- gone back (restored from an older copy), digests that differ again within
+-- a day of the provisioning they caused.
+CREATE TABLE sync.alarms (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    raised_at     timestamptz NOT NULL DEFAULT now(),
+    replica       uuid,
+    what          text NOT NULL
+);
+
+-- ---------------------------------------------------------------------------
+-- The inbox: what was uploaded and could not be filed yet (protocol A.3).
+
+-- A row the database refused, a delete it refused, an upload whose filing
+-- failed as a whole for a reason a resend cannot cure, or an edit of a
+-- two-way row that waits for the replica's provisioning to be confirmed.
+-- Each counted as filed in the Filed that answered it. One row per row of
+-- a replica: the newest upload of a row replaces what was kept of it, and
+-- one filed drops it, so nothing filed later rolls a row back.
+CREATE TABLE sync.inbox (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    -- 'u': a row (of a record or setting, or an edit of a two-way row);
+    -- 'd': a delete of a row of the replica's own.
+    op            text NOT NULL CHECK (op IN ('u', 'd')),
+    -- The row as it came (origin set to the sender), for 'u'.
+    row           jsonb,
+    -- It came in a re-stated part: filed whatever its version.
+    restated      boolean NOT NULL DEFAULT false,
+    -- For a delete: the last message the replica had applied when it sent
+    -- it, in the epoch of its chain then. A held row a later message
+    -- carries stays held (protocol A.3).
+    applied_epoch uuid,
+    applied_sequence bigint,
+    -- Why it waits: the database's refusal, or the provisioning.
+    reason        text NOT NULL,
+    -- It waits for the replica's provisioning to be confirmed, not for a fix.
+    waiting       boolean NOT NULL DEFAULT false,
+    kept_at       timestamptz NOT NULL DEFAULT now(),
+    tries         integer NOT NULL DEFAULT 1,
+    retry_at      timestamptz NOT NULL,
+    PRIMARY KEY (replica, table_name, key)
+);
+CREATE INDEX inbox_due ON sync.inbox (retry_at);
+
+-- ---------------------------------------------------------------------------
+-- What the server knows of a sender: sync.declare_senders().
+
+CREATE TABLE sync.senders (
+    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
+    -- known(replica uuid) -> anything: what the host knows of the sender
+    -- (as jsonb), NULL for a sender it does not know (dropped, logged).
+    known         text,
+    -- filing(replica uuid, known jsonb): run before the sender's rows are
+    -- filed, in the filing transaction (set_config for row policies, SET
+    -- LOCAL ROLE).
+    filing        text,
+    -- place(replica uuid, known jsonb, table_name text, row jsonb) -> jsonb:
+    -- each uploaded row as it is to be filed (stamped with a company id).
+    place         text,
+    declared_at   timestamptz NOT NULL DEFAULT now()
+);
+
+SELECT pg_catalog.pg_extension_config_dump('sync.backlogs', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.alarms', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.senders', '');
+
+-- The function a hook names (with or without its argument types),
+-- schema-qualified and quoted, when one with these argument types exists;
+-- NULL otherwise.
+CREATE FUNCTION sync.hook_function(name text, arguments text) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    found regprocedure;
+BEGIN
+    BEGIN
+        found := to_regprocedure(format('%s(%s)', split_part(name, '(', 1), arguments));
+    EXCEPTION WHEN OTHERS THEN
+        RETURN NULL;
+    END;
+    IF found IS NULL THEN
+        RETURN NULL;
+    END IF;
+    RETURN (SELECT format('%I.%I', n.nspname, p.proname)
+              FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+             WHERE p.oid = found);
+END
+$$;
+
+-- Declares what the server knows of a sender; each hook is optional, and a
+-- call replaces the last. Answers the declaration as stored.
+CREATE FUNCTION sync.declare_senders(known text DEFAULT NULL, filing text DEFAULT NULL,
+                                     place text DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    k text := NULL;
+    f text := NULL;
+    p text := NULL;
+    problems text[] := '{}';
+    stored sync.senders;
+BEGIN
+    IF known IS NOT NULL THEN
+        k := sync.hook_function(known, 'uuid');
+        IF k IS NULL THEN
+            problems := problems || format('known: no function %s(uuid)', split_part(known, '(', 1));
+        END IF;
+    END IF;
+    IF filing IS NOT NULL THEN
+        f := sync.hook_function(filing, 'uuid, jsonb');
+        IF f IS NULL THEN
+            problems := problems || format('filing: no function %s(uuid, jsonb)', split_part(filing, '(', 1));
+        END IF;
+    END IF;
+    IF place IS NOT NULL THEN
+        p := sync.hook_function(place, 'uuid, jsonb, text, jsonb');
+        IF p IS NULL THEN
+            problems := problems || format('place: no function %s(uuid, jsonb, text, jsonb)', split_part(place, '(', 1));
+        ELSIF (SELECT prorettype FROM pg_proc
+                WHERE oid = to_regprocedure(format('%s(uuid, jsonb, text, jsonb)', split_part(place, '(', 1))))
+              <> 'jsonb'::regtype THEN
+            problems := problems || format('place: %s must return jsonb, the row as it is to be filed', place);
+        END IF;
+    END IF;
+    IF cardinality(problems) > 0 THEN
+        RAISE EXCEPTION 'magic_sync: %', array_to_string(problems, '; ')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'known(replica uuid) answers what you know of a sender (NULL: unknown); '
+                      || 'filing(replica uuid, known jsonb) runs before its rows are filed; '
+                      || 'place(replica uuid, known jsonb, table_name text, row jsonb) answers a row as it is to be filed.';
+    END IF;
+    INSERT INTO sync.senders AS s (known, filing, place) VALUES (k, f, p)
+        ON CONFLICT (only_one) DO UPDATE
+        SET known = excluded.known, filing = excluded.filing, place = excluded.place, declared_at = now()
+        RETURNING * INTO stored;
+    RETURN jsonb_build_object('known', stored.known, 'filing', stored.filing, 'place', stored.place);
+END
+$$;
+
+-- ---------------------------------------------------------------------------
+-- Filing with a savepoint around it.
+
+-- Whether an error is one a resend may cure: the database was busy, short
+-- of something, going away, or the transaction lost a race. Everything else
+-- (a constraint, a value that does not read, a trigger's own error, a bug)
+-- is permanent: the rows are kept and filed after a deploy.
+CREATE FUNCTION sync.is_transient(state text) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT state IN ('40001', '40P01', '40003', '55P03', '55006', '57014')
+        OR left(state, 2) IN ('08', '53', '57', '58', 'HV')
+$$;
+
+-- Runs one filing statement over rows ($1 jsonb, then the sender, what is
+-- known of it and the table as $2 to $4), as the role `runs_as` (the one
+-- the sender's filing hook took; NULL: the caller's), answering how many
+-- rows it filed, or why the database refused it. A transient error fails
+-- the call: the upload must come again.
+CREATE FUNCTION sync.file_together(statement text, rows jsonb, replica uuid, known jsonb,
+                                   table_name text, runs_as text,
+                                   OUT filed bigint, OUT failure text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    caller text := current_setting('role');
+BEGIN
+    BEGIN
+        IF runs_as IS NOT NULL THEN
+            PERFORM set_config('role', runs_as, true);
+        END IF;
+        EXECUTE statement INTO filed USING rows, replica, known, table_name;
+        IF runs_as IS NOT NULL THEN
+            PERFORM set_config('role', caller, true);
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        -- The savepoint is undone, and the role with it.
+        IF sync.is_transient(SQLSTATE) THEN
+            RAISE;
+        END IF;
+        filed := 0;
+        failure := SQLERRM;
+    END;
+END
+$$;
+
+-- The same statement, one row at a time, each in a savepoint of its own:
+-- per row (at, from 0), how many it filed, or why it was refused.
+CREATE FUNCTION sync.file_each(statement text, rows jsonb, replica uuid, known jsonb,
+                               table_name text, runs_as text)
+RETURNS TABLE (at integer, filed bigint, failure text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+    caller text := current_setting('role');
+BEGIN
+    FOR i IN 0 .. jsonb_array_length(rows) - 1 LOOP
+        at := i;
+        failure := NULL;
+        BEGIN
+            IF runs_as IS NOT NULL THEN
+                PERFORM set_config('role', runs_as, true);
+            END IF;
+            EXECUTE statement INTO filed USING jsonb_build_array(rows -> i), replica, known, table_name;
+            IF runs_as IS NOT NULL THEN
+                PERFORM set_config('role', caller, true);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            IF sync.is_transient(SQLSTATE) THEN
+                RAISE;
+            END IF;
+            filed := 0;
+            failure := SQLERRM;
+        END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Each row run through the host's place function (its name as
+-- sync.senders keeps it, quoted), one at a time in a savepoint of its own,
+-- as `runs_as`: per row (at, from 0), the row as it is to be filed, or why
+-- the function failed on it.
+CREATE FUNCTION sync.place_each(place text, rows jsonb, replica uuid, known jsonb,
+                                table_name text, runs_as text)
+RETURNS TABLE (at integer, placed jsonb, failure text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+    caller text := current_setting('role');
+BEGIN
+    FOR i IN 0 .. jsonb_array_length(rows) - 1 LOOP
+        at := i;
+        placed := NULL;
+        failure := NULL;
+        BEGIN
+            IF runs_as IS NOT NULL THEN
+                PERFORM set_config('role', runs_as, true);
+            END IF;
+            EXECUTE format('SELECT %s($1, $2, $3, $4)', place)
+                INTO placed USING replica, known, table_name, rows -> i;
+            IF runs_as IS NOT NULL THEN
+                PERFORM set_config('role', caller, true);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            IF sync.is_transient(SQLSTATE) THEN
+                RAISE;
+            END IF;
+            failure := SQLERRM;
+        END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Runs a hook's statement ($1 the sender, $2 what is known of it) in a
+-- savepoint: NULL when it ran, or why it failed. What it sets for the rest
+-- of the transaction (set_config(..., true), SET LOCAL ROLE) stays.
+CREATE FUNCTION sync.run_hook(statement text, replica uuid, known jsonb) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement USING replica, known;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    IF sync.is_transient(SQLSTATE) THEN
+        RAISE;
+    END IF;
+    RETURN SQLERRM;
+END
+$$;
+
+-- For the relay, before a pass: replicas whose provisioning was noted for
+-- later (they said of themselves they needed one sooner than they may) and
+-- whose time has come are provisioned. Answers how many.
+CREATE FUNCTION sync.provision_due() RETURNS bigint
+LANGUAGE sql AS $$
+    WITH due AS (
+        UPDATE sync.replicas SET provision = true, provision_at = NULL,
+               said_provisioned_at = now(), said_times = said_times + 1
+        WHERE live AND provision_at <= now() RETURNING 1)
+    SELECT count(*) FROM due;
+$$;

@@ -1,0 +1,190 @@
+//! Either side restored from an older copy, end to end: a register whose
+//! SQLite file is put back as it was, and a server whose database is
+//! restored from an older dump. Each ends with every register holding
+//! exactly what the server has, and every receipt the server kept filed
+//! once.
+
+mod common;
+#[path = "common/filing_shop.rs"]
+mod shop;
+
+use std::path::Path;
+use std::process::Command;
+
+use shop::*;
+use uuid::Uuid;
+
+fn change_the_catalog(shop: &mut Shop, round: i32) {
+    shop.run(&format!(
+        "INSERT INTO shop.products (id, name, price_cents) \
+         SELECT gen_random_uuid(), 'Item {round}.' || i, i FROM generate_series(1, 5) AS i; \
+         UPDATE shop.products SET price_cents = price_cents + 1, updated_at = now() \
+         WHERE name LIKE 'Item%' AND price_cents % 2 = 0; \
+         DELETE FROM shop.products WHERE price_cents = 3"
+    ));
+}
+
+/// A copy of a register's database as it is now (a backup).
+fn copy_of(register: &magic_sync_replica::Replica, to: &Path) {
+    register
+        .connection()
+        .execute("VACUUM INTO ?1", [to.to_str().unwrap()])
+        .unwrap();
+}
+
+#[test]
+fn a_register_restored_from_an_older_copy_ends_holding_what_it_should() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    let a = shop.add_register("Register 1");
+    let file = shop.file_of(a);
+    let mut register = open_register(&file, a);
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+    let filed_before = sell(&register, &[1, 2]);
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+
+    // Receipts not sent yet when the copy is taken.
+    let unsent_at_copy = sell(&register, &[3, 4]);
+    let backup = shop.dir().join("backup.db");
+    copy_of(&register, &backup);
+
+    // Life goes on: the catalog changes, the receipts go up, more are sold.
+    change_the_catalog(&mut shop, 1);
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+    let filed_after = sell(&register, &[5]);
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+    assert_eq!(shop.receipts().len(), 5);
+
+    // The register's disk is put back as it was at the copy.
+    drop(register);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+    }
+    std::fs::copy(&backup, &file).unwrap();
+    let mut register = open_register(&file, a);
+
+    // It says it applied less than before: provisioned again.
+    let verdicts = report(&mut shop.pg, &mut register);
+    assert!(
+        verdicts.iter().any(|v| v["applied"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("older than the last applied"))),
+        "{verdicts:?}"
+    );
+    for _ in 0..2 {
+        sync_all(&mut shop, std::slice::from_mut(&mut register));
+    }
+    assert_eq!(products_of(&register), shop.products());
+    assert_eq!(unfiled(&register), 0);
+    let mut expected: Vec<Uuid> = filed_before
+        .into_iter()
+        .chain(unsent_at_copy)
+        .chain(filed_after)
+        .collect();
+    expected.sort();
+    let filed: Vec<Uuid> = shop.receipts().into_iter().map(|r| r.0).collect();
+    assert_eq!(filed, expected, "each receipt filed once");
+}
+
+fn pg_tool(name: &str) -> std::path::PathBuf {
+    magic_sync_tests::cluster::bindir().join(name)
+}
+
+fn run_tool(command: &mut Command) {
+    let out = command.output().expect("runs a PostgreSQL tool");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it_should() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    let ids: Vec<Uuid> = (0..2)
+        .map(|i| shop.add_register(&format!("R{i}")))
+        .collect();
+    let mut registers: Vec<_> = ids
+        .iter()
+        .map(|id| open_register(&shop.file_of(*id), *id))
+        .collect();
+    sync_all(&mut shop, &mut registers);
+    let kept: Vec<Uuid> = sell(&registers[0], &[7, 8]);
+    sync_all(&mut shop, &mut registers);
+
+    let dump = shop.dir().join("shop.sql");
+    let socket = shop.cluster.socket_dir().to_owned();
+    let port = shop.cluster.port().to_string();
+    let connection = [
+        "-h",
+        socket.to_str().unwrap(),
+        "-p",
+        &port,
+        "-U",
+        "postgres",
+    ];
+    run_tool(Command::new(pg_tool("pg_dump")).args(connection).args([
+        "-d",
+        "shop",
+        "-f",
+        dump.to_str().unwrap(),
+    ]));
+
+    // The registers move on past what the dump knows.
+    for round in 1..=2 {
+        change_the_catalog(&mut shop, round);
+        sync_all(&mut shop, &mut registers);
+    }
+    sell(&registers[1], &[9]);
+    sync_all(&mut shop, &mut registers);
+
+    // The database is restored from the dump.
+    let mut admin = shop.cluster.connect("postgres");
+    shop.pg = shop.cluster.connect("postgres");
+    admin
+        .batch_execute("DROP DATABASE shop WITH (FORCE)")
+        .unwrap();
+    admin.batch_execute("CREATE DATABASE shop").unwrap();
+    run_tool(Command::new(pg_tool("psql")).args(connection).args([
+        "-d",
+        "shop",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-f",
+        dump.to_str().unwrap(),
+    ]));
+    shop.reconnect();
+    let epochs_before = shop.count("SELECT count(*) FROM sync.epochs");
+
+    // The head office goes on: its next messages are numbered again from
+    // where the dump left off, and each register says again what it
+    // applied — a message this database has no record of sending.
+    change_the_catalog(&mut shop, 3);
+
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    assert_eq!(
+        shop.count("SELECT count(*) FROM sync.epochs"),
+        epochs_before + 1,
+        "one new epoch"
+    );
+    assert!(
+        shop.count("SELECT count(*) FROM sync.alarms") >= 1,
+        "an alarm was raised"
+    );
+    let products = shop.products();
+    for register in &registers {
+        assert_eq!(products_of(register), products, "{}", register.me());
+    }
+    let filed: Vec<Uuid> = shop.receipts().into_iter().map(|r| r.0).collect();
+    for id in kept {
+        assert!(
+            filed.contains(&id),
+            "a receipt filed before the dump is kept"
+        );
+    }
+}
