@@ -148,6 +148,14 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
                 Part::Listed(replica) => rows_of_part(table, op, *replica),
             };
             let mut reading = Instant::now();
+            // A whole table is read in key order from its own pages, sorted:
+            // through its key's index the heap is read a row at a time in
+            // random order, several times slower than a scan and a sort.
+            let index_scans = matches!(part, Part::Whole(_)).then(|| {
+                let setting = db::one::<String>("SELECT current_setting('enable_indexscan')", &[]);
+                db::run("SELECT set_config('enable_indexscan', 'off', true)");
+                setting.unwrap_or_else(|| "on".to_owned())
+            });
             db::for_each_chunk(
                 &sql,
                 2_000,
@@ -165,6 +173,12 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
                     reading = Instant::now();
                 },
             );
+            if let Some(setting) = index_scans {
+                db::run_with(
+                    "SELECT set_config('enable_indexscan', $1, true)",
+                    &[setting.as_str().into()],
+                );
+            }
         }
         packing.finish(&mut writer);
     }
@@ -725,6 +739,12 @@ impl CarriedBy {
         if self.r_body.is_empty() || self.m_body.is_empty() {
             return;
         }
+        // Each statement reads every message and row given: run only those
+        // that have something to do (provisioning has only fresh upserts).
+        let fresh = self.m_fresh.iter().any(|f| *f);
+        let known = self.m_fresh.iter().any(|f| !*f);
+        let upserts = self.r_op.iter().any(|op| op == "u");
+        let deletes = self.r_op.iter().any(|op| op == "d");
         let args = [
             self.m_body.into(),
             self.m_replica.into(),
@@ -737,33 +757,39 @@ impl CarriedBy {
             self.m_fresh.into(),
         ];
         // A replica being provisioned holds nothing yet: nothing to update.
-        db::run_with(
-            &format!(
-                "INSERT INTO sync.held (replica, table_name, key, note, sent) \
-                 SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
-                 WHERE op = 'u' AND fresh ORDER BY replica, table_name, key"
-            ),
-            &args,
-        );
-        db::run_with(
-            &format!(
-                "INSERT INTO sync.held (replica, table_name, key, note, sent) \
-                 SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
-                 WHERE op = 'u' AND NOT fresh ORDER BY replica, table_name, key \
-                 ON CONFLICT (replica, table_name, key) DO UPDATE \
-                 SET note = excluded.note, sent = excluded.sent, leaving = NULL"
-            ),
-            &args,
-        );
-        db::run_with(
-            &format!(
-                "UPDATE sync.held h SET leaving = c.sequence, note = c.note \
-                 FROM ({CARRIED}) AS c \
-                 WHERE c.op = 'd' AND h.replica = c.replica \
-                   AND h.table_name = c.table_name AND h.key = c.key"
-            ),
-            &args,
-        );
+        if upserts && fresh {
+            db::run_with(
+                &format!(
+                    "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                     SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
+                     WHERE op = 'u' AND fresh ORDER BY replica, table_name, key"
+                ),
+                &args,
+            );
+        }
+        if upserts && known {
+            db::run_with(
+                &format!(
+                    "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                     SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
+                     WHERE op = 'u' AND NOT fresh ORDER BY replica, table_name, key \
+                     ON CONFLICT (replica, table_name, key) DO UPDATE \
+                     SET note = excluded.note, sent = excluded.sent, leaving = NULL"
+                ),
+                &args,
+            );
+        }
+        if deletes && known {
+            db::run_with(
+                &format!(
+                    "UPDATE sync.held h SET leaving = c.sequence, note = c.note \
+                     FROM ({CARRIED}) AS c \
+                     WHERE c.op = 'd' AND h.replica = c.replica \
+                       AND h.table_name = c.table_name AND h.key = c.key"
+                ),
+                &args,
+            );
+        }
     }
 }
 
