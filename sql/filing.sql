@@ -239,37 +239,18 @@ BEGIN
 END
 $$;
 
--- The same statement, one row at a time, each in a savepoint of its own:
--- per row (at, from 0), how many it filed, or why it was refused.
+-- The same statement, one row at a time, each in a savepoint of its own
+-- (sync.file_together's): per row (at, from 0), how many it filed, or why
+-- it was refused.
 CREATE FUNCTION sync.file_each(statement text, rows jsonb, replica uuid, known jsonb,
                                table_name text, runs_as text)
 RETURNS TABLE (at integer, filed bigint, failure text)
-LANGUAGE plpgsql AS $$
-DECLARE
-    i integer;
-    caller text := current_setting('role');
-BEGIN
-    FOR i IN 0 .. jsonb_array_length(rows) - 1 LOOP
-        at := i;
-        failure := NULL;
-        BEGIN
-            IF runs_as IS NOT NULL THEN
-                PERFORM set_config('role', runs_as, true);
-            END IF;
-            EXECUTE statement INTO filed USING jsonb_build_array(rows -> i), replica, known, table_name;
-            IF runs_as IS NOT NULL THEN
-                PERFORM set_config('role', caller, true);
-            END IF;
-        EXCEPTION WHEN OTHERS THEN
-            IF sync.is_transient(SQLSTATE) THEN
-                RAISE;
-            END IF;
-            filed := 0;
-            failure := SQLERRM;
-        END;
-        RETURN NEXT;
-    END LOOP;
-END
+LANGUAGE sql AS $$
+    SELECT i, one.filed, one.failure
+    FROM generate_series(0, jsonb_array_length(rows) - 1) AS i
+    CROSS JOIN LATERAL sync.file_together(statement, jsonb_build_array(rows -> i), replica,
+                                          known, table_name, runs_as) AS one
+    ORDER BY i;
 $$;
 
 -- Each row run through the host's place function (its name as

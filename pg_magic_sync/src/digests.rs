@@ -24,8 +24,7 @@ use uuid::Uuid;
 use crate::applied::Judged;
 use crate::catalog::{Declared, Mirror};
 use crate::db::{self, to_pg};
-use crate::file_sql::key_text;
-use crate::table_sql::{quote_ident, quote_literal};
+use crate::table_sql::{key_of, quote_ident, quote_literal};
 
 const TEN_MINUTES: f64 = 600.0;
 const A_DAY: f64 = 86_400.0;
@@ -101,7 +100,7 @@ fn setting_lines(replica: Uuid, table: &Declared) -> String {
     format!(
         "SELECT line FROM (SELECT {key} || E'\\t' || {version} AS line FROM {rel} AS t \
          WHERE t.{origin} = {r}::uuid) AS l ORDER BY line COLLATE \"C\"",
-        key = key_text(table, "t"),
+        key = key_of(table, "t"),
         rel = table.relation,
         origin = quote_ident(table.origin.as_deref().unwrap_or_default()),
         r = quote_literal(&replica.to_string()),

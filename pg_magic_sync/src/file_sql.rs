@@ -28,20 +28,6 @@ fn rows_as_records(table: &Declared) -> String {
     )
 }
 
-/// The key text (protocol section 3) of the row of `alias`: its key
-/// columns as text, joined by `|`.
-pub fn key_text(table: &Declared, alias: &str) -> String {
-    let parts: Vec<String> = table
-        .key_columns
-        .iter()
-        .map(|c| format!("({alias}.{})::text", quote_ident(c)))
-        .collect();
-    match parts.as_slice() {
-        [one] => one.clone(),
-        _ => format!("concat_ws('|', {})", parts.join(", ")),
-    }
-}
-
 fn list(columns: &[&str], prefix: &str) -> String {
     columns
         .iter()
