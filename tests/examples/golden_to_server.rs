@@ -294,6 +294,40 @@ impl Writer {
         });
     }
 
+    /// A snapshot delivered in two messages: "a_provisioning", numbered
+    /// `first`, carrying `tables`, and "its_end" after it, covering `covered`.
+    fn provision(
+        &mut self,
+        register: &mut Register,
+        first: u64,
+        snapshot: u128,
+        tables: Vec<DownTable>,
+        covered: &[&str],
+        epoch: (Uuid, &str),
+    ) {
+        let (sent, end) = (Sent::Delivered, Some(covered.to_vec()));
+        self.send(
+            "a_provisioning",
+            register,
+            first,
+            Some(snapshot),
+            tables,
+            None,
+            sent,
+            epoch,
+        );
+        self.send(
+            "its_end",
+            register,
+            first + 1,
+            None,
+            vec![],
+            end,
+            sent,
+            epoch,
+        );
+    }
+
     /// An Up as it goes, filed by the server; the line says what the server
     /// made of it.
     fn file(&mut self, name: &str, replica: Uuid, message: &magic_sync_proto::wire::Up) {
@@ -499,11 +533,10 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
     // One register through a provisioning, a change and a take-back.
     w.replica_line(&v);
     let me = v.id;
-    w.send(
-        "a_provisioning",
+    w.provision(
         &mut v,
         201,
-        Some(1),
+        1,
         vec![
             part(
                 "products",
@@ -517,18 +550,7 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
                 &[],
             ),
         ],
-        None,
-        Sent::Delivered,
-        epoch,
-    );
-    w.send(
-        "its_end",
-        &mut v,
-        202,
-        None,
-        vec![],
-        Some(covered.clone()),
-        Sent::Delivered,
+        &covered,
         epoch,
     );
     v.write(&format!(
@@ -624,24 +646,12 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
 
     // What it applied, said again lower: a register restored from a copy.
     w.replica_line(&lower);
-    w.send(
-        "a_provisioning",
+    w.provision(
         &mut lower,
         301,
-        Some(3),
+        3,
         vec![part("products", vec![product(TEA, "tea", 4, 2)], &[])],
-        None,
-        Sent::Delivered,
-        epoch,
-    );
-    w.send(
-        "its_end",
-        &mut lower,
-        302,
-        None,
-        vec![],
-        Some(covered.clone()),
-        Sent::Delivered,
+        &covered,
         epoch,
     );
     let copy = lower.copy();
@@ -662,24 +672,12 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
 
     // A gap.
     w.replica_line(&gap);
-    w.send(
-        "a_provisioning",
+    w.provision(
         &mut gap,
         401,
-        Some(4),
+        4,
         vec![part("products", vec![product(TEA, "tea", 4, 2)], &[])],
-        None,
-        Sent::Delivered,
-        epoch,
-    );
-    w.send(
-        "its_end",
-        &mut gap,
-        402,
-        None,
-        vec![],
-        Some(covered.clone()),
-        Sent::Delivered,
+        &covered,
         epoch,
     );
     w.up("what_it_applied", &mut gap);
@@ -707,24 +705,12 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
 
     // Of another epoch: another server's snapshot, which the replica takes.
     w.replica_line(&other);
-    w.send(
-        "a_provisioning",
+    w.provision(
         &mut other,
         501,
-        Some(5),
+        5,
         vec![part("products", vec![product(TEA, "tea", 4, 2)], &[])],
-        None,
-        Sent::Delivered,
-        epoch,
-    );
-    w.send(
-        "its_end",
-        &mut other,
-        502,
-        None,
-        vec![],
-        Some(covered.clone()),
-        Sent::Delivered,
+        &covered,
         epoch,
     );
     w.up("what_it_applied", &mut other);
@@ -754,24 +740,12 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
     // Past anything sent: a message the server's database has no record
     // of (it was restored from an older copy). Last: it takes a new epoch.
     w.replica_line(&past);
-    w.send(
-        "a_provisioning",
+    w.provision(
         &mut past,
         601,
-        Some(7),
+        7,
         vec![part("products", vec![product(TEA, "tea", 4, 2)], &[])],
-        None,
-        Sent::Delivered,
-        epoch,
-    );
-    w.send(
-        "its_end",
-        &mut past,
-        602,
-        None,
-        vec![],
-        Some(covered.clone()),
-        Sent::Delivered,
+        &covered,
         epoch,
     );
     w.up("what_it_applied", &mut past);

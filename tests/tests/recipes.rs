@@ -6,13 +6,14 @@
 //! (Follows, assigned and grouped rules, and a table with no rule that
 //! travels as a parent, are walked at random in planner_walk.rs.)
 
+mod common;
+
 use std::collections::BTreeSet;
 
 use magic_sync_replica::queue::{deliver, report};
-use magic_sync_replica::{install, Replica, Settings, Table, Tables};
+use magic_sync_replica::{Replica, Settings, Table, Tables};
 use magic_sync_tests::Cluster;
 use postgres::Client;
-use rusqlite::Connection;
 use uuid::Uuid;
 
 type Rows = BTreeSet<(String, String)>;
@@ -36,15 +37,8 @@ impl Recipe {
     }
 
     fn register(&self, id: Uuid, schema: &str, tables: Tables) -> Replica {
-        let mut conn = Connection::open(self.dir.path().join(format!("{id}.db"))).unwrap();
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-             PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;",
-        )
-        .unwrap();
-        conn.execute_batch(schema).unwrap();
-        install(&mut conn, &tables).unwrap();
-        Replica::open(conn, tables, id, Settings::default()).unwrap()
+        let file = self.dir.path().join(format!("{id}.db"));
+        common::open_replica(&file, schema, tables, id, Settings::default())
     }
 
     fn sync(&mut self, registers: &mut [&mut Replica]) {
@@ -52,6 +46,28 @@ impl Recipe {
         for register in registers.iter_mut() {
             deliver(&mut self.pg, register).unwrap();
             report(&mut self.pg, register).unwrap();
+        }
+    }
+
+    /// Runs a step, syncs, and holds each register's rows of `tables` to
+    /// what the `reference` query says it should hold.
+    fn step(
+        &mut self,
+        step: &str,
+        registers: &mut [&mut Replica],
+        reference: &str,
+        tables: &[&str],
+    ) {
+        self.pg.batch_execute(step).unwrap();
+        self.sync(registers);
+        for register in registers.iter() {
+            let expected = self.rows(reference, register.me());
+            assert_eq!(
+                held(register, tables, &[]),
+                expected,
+                "after {step}: {}",
+                register.me()
+            );
         }
     }
 
@@ -135,17 +151,7 @@ fn archived_rows_replicas_should_not_hold() {
         "DELETE FROM shop.orders",
         "UPDATE shop.products SET archived_at = NULL WHERE name = 'Tea'",
     ] {
-        recipe.pg.batch_execute(step).unwrap();
-        recipe.sync(&mut [&mut ra, &mut rb]);
-        for register in [&ra, &rb] {
-            let expected = recipe.rows(reference, register.me());
-            assert_eq!(
-                held(register, &tables_held, &[]),
-                expected,
-                "after {step}: {}",
-                register.me()
-            );
-        }
+        recipe.step(step, &mut [&mut ra, &mut rb], reference, &tables_held);
     }
 }
 
@@ -203,17 +209,7 @@ fn several_companies_on_one_server() {
         // A register moves to the other company: provisioned again there.
         format!("UPDATE shop.registers SET company_id = '{two}' WHERE id = '{a}'"),
     ] {
-        recipe.pg.batch_execute(&step).unwrap();
-        recipe.sync(&mut [&mut ra, &mut rb]);
-        for register in [&ra, &rb] {
-            let expected = recipe.rows(reference, register.me());
-            assert_eq!(
-                held(register, &tables_held, &[]),
-                expected,
-                "after {step}: {}",
-                register.me()
-            );
-        }
+        recipe.step(&step, &mut [&mut ra, &mut rb], reference, &tables_held);
     }
 }
 

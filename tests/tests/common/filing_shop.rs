@@ -8,11 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use magic_sync_replica::queue;
-use magic_sync_replica::{install, Apply, Received, Replica, Settings, Table, Tables};
+use magic_sync_replica::{Apply, Replica, Settings, Table, Tables};
 use magic_sync_tests::Cluster;
 use postgres::Client;
-use rusqlite::Connection;
 use tempfile::TempDir;
 use uuid::Uuid;
 
@@ -199,15 +197,7 @@ pub fn open_register(file: &Path, me: Uuid) -> Replica {
 }
 
 pub fn open_register_with(file: &Path, me: Uuid, settings: Settings) -> Replica {
-    let mut conn = Connection::open(file).unwrap();
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-         PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;",
-    )
-    .unwrap();
-    conn.execute_batch(REGISTER_SCHEMA).unwrap();
-    install(&mut conn, &tables()).unwrap();
-    Replica::open(conn, tables(), me, settings).unwrap()
+    crate::common::open_replica(file, REGISTER_SCHEMA, tables(), me, settings)
 }
 
 /// A register writes receipts (total in cents each), in one transaction.
@@ -272,13 +262,7 @@ pub fn unfiled(register: &Replica) -> i64 {
         .unwrap()
 }
 
-pub fn deliver(pg: &mut Client, register: &mut Replica) -> Vec<Received> {
-    queue::deliver(pg, register).expect("delivers")
-}
-
-pub fn report(pg: &mut Client, register: &mut Replica) -> Vec<serde_json::Value> {
-    queue::report(pg, register).expect("reports")
-}
+pub use crate::common::{deliver, report};
 
 /// One relay pass, then every register takes what waits and says what it
 /// has to say, twice (the second round takes the answers to the first).

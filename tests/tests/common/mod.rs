@@ -111,15 +111,27 @@ pub fn tables() -> Tables {
 /// Opens a register's replica on its SQLite file, as its program does at
 /// start: the schema, the engine's tables, then the replica.
 pub fn open_register(file: &Path, me: Uuid) -> Replica {
+    open_replica(file, REGISTER_SCHEMA, tables(), me, Settings::default())
+}
+
+/// Opens a replica of `tables` on a SQLite file holding `schema`, with the
+/// settings the engine asks of a connection.
+pub fn open_replica(
+    file: &Path,
+    schema: &str,
+    tables: Tables,
+    me: Uuid,
+    settings: Settings,
+) -> Replica {
     let mut conn = Connection::open(file).unwrap();
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
          PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;",
     )
     .unwrap();
-    conn.execute_batch(REGISTER_SCHEMA).unwrap();
-    install(&mut conn, &tables()).unwrap();
-    Replica::open(conn, tables(), me, Settings::default()).unwrap()
+    conn.execute_batch(schema).unwrap();
+    install(&mut conn, &tables).unwrap();
+    Replica::open(conn, tables, me, settings).unwrap()
 }
 
 pub fn held_by(replica: &Replica) -> Vec<Product> {
