@@ -87,11 +87,13 @@ LANGUAGE sql AS $$
                r->>'reason' AS reason
         FROM jsonb_array_elements(rows) AS r)
     INSERT INTO sync.quarantine (table_name, key, note, reason, retry_at)
-    SELECT a.table_name, a.key,
-           greatest(a.note, (SELECT max(n.id) FROM sync.notes n
-                             WHERE n.table_name = a.table_name AND n.key = a.key)),
-           a.reason, now() + current_setting('magic_sync.retry_every')::interval
+    SELECT a.table_name, a.key, greatest(a.note, newest.note), a.reason,
+           now() + current_setting('magic_sync.retry_every')::interval
     FROM aside AS a
+    -- sync.notes has no index: one scan for all the rows, not one each.
+    LEFT JOIN (SELECT n.table_name, n.key, max(n.id) AS note
+               FROM sync.notes n JOIN aside USING (table_name, key)
+               GROUP BY n.table_name, n.key) AS newest USING (table_name, key)
     ON CONFLICT (table_name, key) DO UPDATE
     SET note = excluded.note, reason = excluded.reason, since = now(), retry_at = excluded.retry_at;
 $$;
