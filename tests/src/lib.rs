@@ -2,6 +2,7 @@
 //! a throwaway PostgreSQL cluster with the extension installed. (The default
 //! transport's client is the replica library's, feature `pg-queue`.)
 
+pub mod args;
 pub mod cluster;
 
 pub use cluster::Cluster;

@@ -20,6 +20,7 @@
 use std::time::Instant;
 
 use magic_sync_proto::wire::{to_replica::Body, ToReplica, Up, UpTable};
+use magic_sync_tests::args::arg;
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use prost::Message;
@@ -35,15 +36,6 @@ const SHOP: &str = "
     SELECT sync.declare_replicas('shop.registers', live => 'active');
     SELECT sync.declare_table('shop.receipts', mirror => 'record', origin => 'register_id');
 ";
-
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// One receipt: id, its register, total, when, a note.
 struct Receipt {
@@ -171,9 +163,9 @@ fn count(pg: &mut Client, table: &str) -> i64 {
 }
 
 fn main() {
-    let total = arg("--rows", 100_000);
-    let per_upload = arg("--per-upload", 500);
-    let register_count = arg("--registers", 4);
+    let total = arg::<usize>("--rows", 100_000);
+    let per_upload = arg::<usize>("--per-upload", 500);
+    let register_count = arg::<usize>("--registers", 4);
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("bench");
     pg.batch_execute(SHOP).unwrap();

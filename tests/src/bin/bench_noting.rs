@@ -19,17 +19,9 @@
 
 use std::time::{Duration, Instant};
 
+use magic_sync_tests::args::{arg, text_arg};
 use magic_sync_tests::Cluster;
 use postgres::{Client, Statement};
-
-fn arg(name: &str, default: i64) -> i64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The same table twice: one declared, one not.
 fn tables(rows: i64) -> String {
@@ -52,15 +44,6 @@ fn tables(rows: i64) -> String {
         table("plain"),
         table("declared")
     )
-}
-
-/// A text option: `--name VALUE`.
-fn text_arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
 }
 
 fn key(i: i64) -> uuid::Uuid {
@@ -212,9 +195,9 @@ fn bulk(pg: &mut Client, rows: i64) {
 }
 
 fn main() {
-    let rows = arg("--rows", 100_000);
-    let per_table = arg("--updates", 50_000);
-    let bulk_rows = arg("--bulk", 1_000_000);
+    let rows = arg::<i64>("--rows", 100_000);
+    let per_table = arg::<i64>("--updates", 50_000);
+    let bulk_rows = arg::<i64>("--bulk", 1_000_000);
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("noting");
     pg.batch_execute(&tables(rows)).unwrap();

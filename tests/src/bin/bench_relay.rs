@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use magic_sync_tests::args::arg;
 use magic_sync_tests::Cluster;
 use postgres::Client;
 
@@ -23,15 +24,6 @@ const SHOP: &str = "
     SELECT sync.declare_replicas('shop.registers', live => 'active');
     SELECT sync.declare_table('shop.products', sync => 'broadcast');
 ";
-
-fn arg(name: &str, default: i64) -> i64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn fill_products(pg: &mut Client, rows: i64) {
     pg.execute(
@@ -223,10 +215,10 @@ fn give_a_list(cluster: &Cluster, customers: i64) -> (f64, i64) {
 }
 
 fn main() {
-    let large = arg("--large", 1_000_000);
-    let small = arg("--small", large / 10);
-    let replicas = arg("--replicas", 1_000);
-    let products = arg("--products", 1_000);
+    let large = arg::<i64>("--large", 1_000_000);
+    let small = arg::<i64>("--small", large / 10);
+    let replicas = arg::<i64>("--replicas", 1_000);
+    let products = arg::<i64>("--products", 1_000);
     // A server sized for the work: a million rows and what is recorded of
     // them fit in its buffers, as they would on a head office's server.
     let cluster = Cluster::start_with(&["shared_buffers=1GB"]);
@@ -248,7 +240,7 @@ fn main() {
     println!("  provisioning them all took {provisioning:.2} s");
     println!("  the pass planned and recorded in {ms:.1} ms (target: at most 200 ms), storing {bodies} body (target: 1)");
 
-    let customers = arg("--customers", 10_000);
+    let customers = arg::<i64>("--customers", 10_000);
     println!(
         "\nA list of {customers} customers given to a register (one row in the assignment table)"
     );
