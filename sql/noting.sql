@@ -27,6 +27,8 @@ CREATE TABLE sync.group_notes (
     replica       uuid,
     noted_at      timestamptz NOT NULL DEFAULT now()
 );
+-- Emptied pages stay for the next notes, as sync.notes's do.
+ALTER TABLE sync.group_notes SET (vacuum_truncate = off);
 SELECT pg_catalog.pg_extension_config_dump('sync.group_notes', '');
 
 -- The note triggers (pg_magic_sync/src/noting.rs): row triggers in C, each

@@ -21,6 +21,13 @@ CREATE TABLE sync.notes (
 -- would cost each of them more than the note itself. The relay reads every
 -- note there is (never "after the last one read": ids are drawn before
 -- commit, so a lower one can commit later), and deletes what it planned.
+--
+-- VACUUM leaves the emptied pages in place for the next notes: cutting them
+-- off takes an ACCESS EXCLUSIVE lock that would stall every writer of a
+-- declared table, and the table would grow back, page by page, at the
+-- writers' cost. After a burst, `VACUUM (TRUNCATE) sync.notes` gives the
+-- space back.
+ALTER TABLE sync.notes SET (vacuum_truncate = off);
 
 -- The server installation's epochs. Messages are sealed under the current
 -- one's secret; a new epoch begins when the database is found to have gone

@@ -246,9 +246,16 @@ impl Sink {
                     },
                 }
             }
-            let indexes = pg_sys::CatalogOpenIndexes(rel);
-            if !plain_indexes(indexes) || id_at.is_none() {
-                pg_sys::CatalogCloseIndexes(indexes);
+            // sync.notes has no index: opening none saves a note a little.
+            let indexes = if (*(*rel).rd_rel).relhasindex {
+                pg_sys::CatalogOpenIndexes(rel)
+            } else {
+                std::ptr::null_mut()
+            };
+            if (!indexes.is_null() && !plain_indexes(indexes)) || id_at.is_none() {
+                if !indexes.is_null() {
+                    pg_sys::CatalogCloseIndexes(indexes);
+                }
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return false;
             }
@@ -257,8 +264,12 @@ impl Sink {
             row[id_at] = Datum::from(nextval_internal(sequence, false));
             nulls[id_at] = false;
             let tuple = pg_sys::heap_form_tuple(desc, row.as_mut_ptr(), nulls.as_mut_ptr());
-            pg_sys::CatalogTupleInsertWithInfo(rel, tuple, indexes);
-            pg_sys::CatalogCloseIndexes(indexes);
+            if indexes.is_null() {
+                pg_sys::simple_heap_insert(rel, tuple);
+            } else {
+                pg_sys::CatalogTupleInsertWithInfo(rel, tuple, indexes);
+                pg_sys::CatalogCloseIndexes(indexes);
+            }
             pg_sys::table_close(rel, pg_sys::NoLock as i32);
             true
         }

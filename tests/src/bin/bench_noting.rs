@@ -5,6 +5,7 @@
 //! - Single-row UPDATEs through one connection, with a prepared statement,
 //!   each in its own transaction, alternating between the two tables
 //!   statement by statement (so a neighbour's load falls on both alike).
+//!   The notes table is first brought to its working size (see `updates`).
 //!   It prints each table's rate, and the ratio of the declared table's
 //!   cost to the plain one's: of the median statement as the client sees it
 //!   (wall time), of the median statement as the backend spent it (its time
@@ -15,7 +16,9 @@
 //! Run `cargo pgrx install --release -p magic_sync`, then
 //! `cargo run --release -p magic_sync_tests --no-default-features --bin bench_noting`. Options: `--rows N` (table size),
 //! `--updates N` (per table), `--bulk N` (0 skips it), `--setup SQL`
-//! (run before measuring, to try a variant).
+//! (run before measuring, to try a variant), `--growing` (measure with the
+//! notes table growing, as on a fresh install, instead of at the size the
+//! relay keeps it).
 
 use std::time::{Duration, Instant};
 
@@ -118,9 +121,24 @@ impl Costs {
     }
 }
 
+/// Runs relay passes until every note is planned, then vacuums the notes.
+fn relay_until_no_notes(pg: &mut Client) {
+    loop {
+        pg.batch_execute("CALL sync.relay()").unwrap();
+        let left: i64 = pg
+            .query_one("SELECT count(*) FROM sync.notes", &[])
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            break;
+        }
+    }
+    pg.batch_execute("VACUUM sync.notes").unwrap();
+}
+
 /// Single-row updates, alternating between the tables statement by
 /// statement so that whatever else the machine does falls on both alike.
-fn updates(pg: &mut Client, rows: i64, count: i64) {
+fn updates(pg: &mut Client, rows: i64, count: i64, growing: bool) {
     let pid: i32 = pg.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let statement = |pg: &mut Client, table: &str| {
         pg.prepare(&format!(
@@ -131,8 +149,20 @@ fn updates(pg: &mut Client, rows: i64, count: i64) {
     let plain_update = statement(pg, "plain");
     let declared_update = statement(pg, "declared");
     let (mut plain, mut declared) = (Costs::default(), Costs::default());
-    // The first thousand warm caches, plans and the trigger's saved plan.
-    for i in -1000..count {
+    // A first round warms caches and plans and writes as many notes as the
+    // measured one; unless `--growing`, a relay pass then plans them and
+    // VACUUM empties their pages, as autovacuum would after a pass, so that
+    // the measured notes fill pages already there, as they do on a server
+    // whose relay keeps up.
+    for i in -count..0 {
+        let id = key(i.rem_euclid(rows) + 1);
+        update(pg, &plain_update, pid, &id);
+        update(pg, &declared_update, pid, &id);
+    }
+    if !growing {
+        relay_until_no_notes(pg);
+    }
+    for i in 0..count {
         let id = key(i.rem_euclid(rows) + 1);
         let (p, d) = if i % 2 == 0 {
             let p = update(pg, &plain_update, pid, &id);
@@ -141,10 +171,8 @@ fn updates(pg: &mut Client, rows: i64, count: i64) {
             let d = update(pg, &declared_update, pid, &id);
             (update(pg, &plain_update, pid, &id), d)
         };
-        if i >= 0 {
-            plain.add(p);
-            declared.add(d);
-        }
+        plain.add(p);
+        declared.add(d);
     }
     let notes: i64 = pg
         .query_one(
@@ -153,7 +181,12 @@ fn updates(pg: &mut Client, rows: i64, count: i64) {
         )
         .unwrap()
         .get(0);
-    println!("single-row UPDATEs, {count} per table, tables of {rows} rows:");
+    let notes_table = if growing {
+        "the notes table growing"
+    } else {
+        "the notes table at its working size"
+    };
+    println!("single-row UPDATEs, {count} per table, tables of {rows} rows, {notes_table}:");
     let (plain_wall, plain_cpu) = plain.report("undeclared:");
     let (declared_wall, declared_cpu) = declared.report("declared:");
     println!(
@@ -206,7 +239,7 @@ fn main() {
         pg.batch_execute(&sql).unwrap();
     }
     pg.batch_execute("VACUUM ANALYZE").unwrap();
-    updates(&mut pg, rows, per_table);
+    updates(&mut pg, rows, per_table, std::env::args().any(|a| a == "--growing"));
     if bulk_rows > 0 {
         bulk(&mut pg, bulk_rows);
     }
