@@ -23,6 +23,7 @@ mod db;
 mod declare;
 mod digest;
 mod digests;
+mod encode;
 mod envelope;
 mod file;
 mod file_sql;

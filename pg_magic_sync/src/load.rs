@@ -5,7 +5,7 @@
 
 use crate::catalog::Declared;
 use crate::db;
-use crate::table_sql::{key_matches, key_of, quote_literal, row_json};
+use crate::table_sql::{key_matches, key_of, quote_literal, row_bytes};
 
 const ROWS: &str = "\
     CREATE TEMP TABLE sync_pass_rows ( \
@@ -21,14 +21,14 @@ pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
     for table in tables {
         db::run(&format!(
             "INSERT INTO sync_pass_rows \
-             SELECT {name}, k.key, convert_to(({json})::text, 'UTF8') \
+             SELECT {name}, k.key, {bytes} \
              FROM (SELECT p.key FROM sync_pass_plan p \
                    JOIN sync_pass_representatives r ON r.replica = p.replica \
                    WHERE p.table_name = {name} AND p.op = 'u' \
                    GROUP BY p.key HAVING count(*) > 1) AS k \
              JOIN {rel} AS t ON {matches}",
             name = quote_literal(&table.name),
-            json = row_json(table, "t"),
+            bytes = row_bytes(table, "t"),
             rel = table.relation,
             matches = key_matches(table, "t", "k.key"),
         ));
@@ -37,13 +37,13 @@ pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
     for table in tables {
         db::run(&format!(
             "INSERT INTO sync_pass_rows \
-             SELECT {name}, {key}, convert_to(({json})::text, 'UTF8') FROM {rel} AS t \
+             SELECT {name}, {key}, {bytes} FROM {rel} AS t \
              WHERE (SELECT count(DISTINCT r.cohort) FROM sync_pass_whole w \
                     JOIN sync_pass_representatives r ON r.replica = w.replica \
                     WHERE w.table_name = {name}) > 1",
             name = quote_literal(&table.name),
             key = key_of(table, "t"),
-            json = row_json(table, "t"),
+            bytes = row_bytes(table, "t"),
             rel = table.relation,
         ));
     }

@@ -23,7 +23,7 @@ use crate::envelope::{self, Head, Kind};
 use crate::pack::{Op, Packer};
 use crate::seal::{self, Sealed};
 use crate::steps::Steps;
-use crate::table_sql::{key_matches, key_of, quote_ident, quote_literal, row_json};
+use crate::table_sql::{key_matches, key_of, quote_ident, quote_literal, row_bytes};
 use magic_sync_proto::key::KeyType;
 
 /// The epoch messages are numbered and sealed in.
@@ -259,6 +259,11 @@ fn partitions() -> BTreeMap<Uuid, Option<String>> {
 /// Every row of a table sent whole (of the replica's partition), in key
 /// order, at version 0: a note still pending sends it again later, which
 /// only ever repeats a row, never misses one.
+///
+/// The table's own columns are sorted, and each row encoded after: sorting
+/// the encoded rows, several times wider, costs more than encoding them.
+/// The order is what makes recording cheap (what is held is written in the
+/// order of its index), not what makes it right.
 fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String {
     let within = match (&table.partition, partition.cloned().flatten()) {
         (Some(column), Some(value)) => format!(
@@ -274,15 +279,26 @@ fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String
         [KeyType::Uuid] => format!("t.{}", quote_ident(&table.key_columns[0])),
         _ => format!("({}) COLLATE \"C\"", key_of(table, "t")),
     };
+    let columns: Vec<String> = table
+        .columns
+        .iter()
+        .chain(
+            table
+                .key_columns
+                .iter()
+                .filter(|k| !table.columns.contains(k)),
+        )
+        .map(|c| format!("t.{}", quote_ident(c)))
+        .collect();
     format!(
         "SELECT {key}, 0::bigint, \
                 CASE WHEN w.bytes IS NOT NULL THEN w.bytes \
-                     ELSE convert_to(({json})::text, 'UTF8') END \
-         FROM {rel} AS t \
-         LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = {key}\
-         {within} ORDER BY {order}",
+                     ELSE {bytes} END \
+         FROM (SELECT {columns} FROM {rel} AS t{within} ORDER BY {order} OFFSET 0) AS t \
+         LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = {key}",
         key = key_of(table, "t"),
-        json = row_json(table, "t"),
+        bytes = row_bytes(table, "t"),
+        columns = columns.join(", "),
         rel = table.relation,
         name = quote_literal(&table.name),
     )
@@ -305,13 +321,13 @@ fn rows_of_part(table: &Declared, op: Op, representative: Uuid) -> String {
         Op::Upsert => format!(
             "SELECT p.key, p.note, \
                     CASE WHEN w.bytes IS NOT NULL THEN w.bytes \
-                         ELSE convert_to(({json})::text, 'UTF8') END \
+                         ELSE {bytes} END \
              FROM sync_pass_plan p \
              JOIN {rel} AS t ON {matches} \
              LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = p.key \
              WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'u' \
              ORDER BY p.key",
-            json = row_json(table, "t"),
+            bytes = row_bytes(table, "t"),
             rel = table.relation,
             matches = key_matches(table, "t", "p.key"),
         ),

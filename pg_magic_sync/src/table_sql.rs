@@ -123,6 +123,57 @@ pub fn row_json(table: &Declared, alias: &str) -> String {
     }
 }
 
+/// The most values sync.row_bytes takes: a function takes at most 100
+/// arguments, and the names are one.
+const ROW_BYTES_MOST: usize = 99;
+
+/// The row of `alias` as the bytes that travel (`bytea`, UTF-8 JSON), as
+/// `convert_to(row_json::text, 'UTF8')` writes it, by sync.row_bytes
+/// (pg_magic_sync/src/encode.rs), which writes most types itself: a
+/// decimal is handed to it as text, any other column as `to_json` makes it.
+pub fn row_bytes(table: &Declared, alias: &str) -> String {
+    if table.columns.len() > ROW_BYTES_MOST {
+        return format!("convert_to(({})::text, 'UTF8')", row_json(table, alias));
+    }
+    let names: Vec<String> = table.columns.iter().map(|c| quote_literal(c)).collect();
+    let values: Vec<String> = table
+        .columns
+        .iter()
+        .zip(&table.column_types)
+        .map(|(c, ty)| {
+            let column = format!("{alias}.{}", quote_ident(c));
+            if written_by_row_bytes(ty) {
+                column
+            } else if ty.starts_with("numeric") {
+                json_value(alias, c, ty)
+            } else {
+                format!("to_json({column})")
+            }
+        })
+        .collect();
+    format!(
+        "sync.row_bytes(ARRAY[{}]::text[], {})",
+        names.join(", "),
+        values.join(", ")
+    )
+}
+
+/// Whether sync.row_bytes writes a column of this type (as `format_type`
+/// names it) itself, as json_build_object would.
+fn written_by_row_bytes(ty: &str) -> bool {
+    matches!(
+        ty,
+        "text"
+            | "uuid"
+            | "smallint"
+            | "integer"
+            | "bigint"
+            | "boolean"
+            | "json"
+            | "timestamp with time zone"
+    ) || ty.starts_with("character varying")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +236,30 @@ mod tests {
             "json_build_object('id', t.\"id\", 'price_cents', (t.\"price_cents\")::text, \
              'updated_at', to_char(t.\"updated_at\" AT TIME ZONE 'UTC', \
              'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))"
+        );
+    }
+
+    #[test]
+    fn a_row_s_bytes_hand_row_bytes_only_the_types_it_writes() {
+        let table = Declared {
+            columns: vec![
+                "id".into(),
+                "price_cents".into(),
+                "updated_at".into(),
+                "tags".into(),
+            ],
+            column_types: vec![
+                "uuid".into(),
+                "bigint".into(),
+                "timestamp with time zone".into(),
+                "text[]".into(),
+            ],
+            ..products()
+        };
+        assert_eq!(
+            row_bytes(&table, "t"),
+            "sync.row_bytes(ARRAY['id', 'price_cents', 'updated_at', 'tags']::text[], t.\"id\", \
+             t.\"price_cents\", t.\"updated_at\", to_json(t.\"tags\"))"
         );
     }
 

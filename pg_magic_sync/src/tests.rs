@@ -220,4 +220,46 @@ mod tests {
     fn a_declaration_of_a_table_that_does_not_exist_is_refused() {
         Spi::run("SELECT sync.declare_table('shop.missing', sync => 'broadcast')").unwrap();
     }
+
+    /// sync.row_bytes writes every row byte for byte as the JSON the
+    /// engine wrote with json_build_object, whatever the types and values.
+    #[pg_test]
+    fn row_bytes_writes_what_json_build_object_writes() {
+        Spi::run(
+            "CREATE SCHEMA odd;
+             CREATE TYPE odd.mood AS ENUM ('calm', 'loud');
+             CREATE DOMAIN odd.label AS text;
+             CREATE TABLE odd.things (
+                 id uuid PRIMARY KEY, t text, v varchar(12), c char(3), s smallint, i integer,
+                 b bigint, n numeric(12, 3), f double precision, ok boolean,
+                 at timestamptz, day date, local timestamp, j json, jb jsonb,
+                 tags text[], raw bytea, mood odd.mood, label odd.label);
+             SELECT sync.declare_table('odd.things', sync => 'broadcast');
+             INSERT INTO odd.things VALUES
+                 (gen_random_uuid(), 'tab\there \"quoted\" back\\slash ' || chr(1) || ' é', 'short',
+                  'ab', -32768, 2147483647, -9223372036854775808, -123456789.125, 'NaN', true,
+                  'infinity', '2024-02-29', '2024-02-29 12:00:00.5', '{\"k\" : [1, 2]}',
+                  '{\"b\": 1, \"a\": [true, null]}', ARRAY['x', NULL, 'y\"z'], '\\x00ff',
+                  'loud', 'name'),
+                 (gen_random_uuid(), '', '', '', 0, 0, 0, 0, 1.5e300, false,
+                  '0044-03-15 12:00:00+00 BC', '-infinity', '1999-12-31 23:59:59.999999',
+                  'null', '[]', '{}', '', 'calm', ''),
+                 (gen_random_uuid(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                  '2026-11-30 03:04:05.000006+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+             SELECT set_config('timezone', 'Asia/Kolkata', true);",
+        )
+        .unwrap();
+        let table = crate::catalog::declared_tables()
+            .into_iter()
+            .find(|t| t.name == "things")
+            .expect("odd.things is declared");
+        let differing = count(&format!(
+            "SELECT count(*) FROM odd.things t \
+             WHERE {} IS DISTINCT FROM convert_to(({})::text, 'UTF8')",
+            crate::table_sql::row_bytes(&table, "t"),
+            crate::table_sql::row_json(&table, "t"),
+        ));
+        assert_eq!(differing, 0);
+        assert_eq!(count("SELECT count(*) FROM odd.things"), 3);
+    }
 }

@@ -239,7 +239,12 @@ fn main() {
         pg.batch_execute(&sql).unwrap();
     }
     pg.batch_execute("VACUUM ANALYZE").unwrap();
-    updates(&mut pg, rows, per_table, std::env::args().any(|a| a == "--growing"));
+    updates(
+        &mut pg,
+        rows,
+        per_table,
+        std::env::args().any(|a| a == "--growing"),
+    );
     if bulk_rows > 0 {
         bulk(&mut pg, bulk_rows);
     }
