@@ -74,6 +74,22 @@ pub fn from_pg(id: pgrx::Uuid) -> uuid::Uuid {
     uuid::Uuid::from_bytes(*id.as_bytes())
 }
 
+/// Says a C function written by hand takes the version-1 calling
+/// convention, as PG_FUNCTION_INFO_V1 does in C: PostgreSQL calls
+/// `pg_finfo_<name>` to learn it before it calls `<name>`.
+macro_rules! function_info_v1 {
+    ($info:ident) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $info() -> &'static pgrx::pg_sys::Pg_finfo_record {
+            const V1: pgrx::pg_sys::Pg_finfo_record =
+                pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1
+        }
+    };
+}
+pub(crate) use function_info_v1;
+
 /// Raises an SQL error with a hint, for input the caller must change.
 pub fn refuse(message: impl Into<String>, hint: impl Into<String>) -> ! {
     pgrx::pg_sys::panic::ErrorReport::new(

@@ -329,12 +329,7 @@ unsafe fn bytea_of(json: &[u8]) -> Datum {
     }
 }
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_row_bytes() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+crate::db::function_info_v1!(pg_finfo_row_bytes);
 
 /// `sync.row_bytes(names text[], VARIADIC "any") RETURNS bytea`.
 #[unsafe(no_mangle)]

@@ -714,12 +714,7 @@ fn null_trigger_result() -> Datum {
     Datum::from(0)
 }
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_note_row() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+crate::db::function_info_v1!(pg_finfo_note_row);
 
 /// `sync.note_row()`: notes a row of a table that goes down.
 #[unsafe(no_mangle)]
@@ -827,12 +822,7 @@ impl GroupNoting<'_> {
     }
 }
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_note_group() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+crate::db::function_info_v1!(pg_finfo_note_group);
 
 /// `sync.note_group()`: notes a row of a group table.
 #[unsafe(no_mangle)]

@@ -171,7 +171,8 @@ fn written_by_row_bytes(ty: &str) -> bool {
             | "boolean"
             | "json"
             | "timestamp with time zone"
-    ) || ty.starts_with("character varying")
+            | "character varying"
+    ) || (ty.starts_with("character varying(") && ty.ends_with(')'))
 }
 
 #[cfg(test)]

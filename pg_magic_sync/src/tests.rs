@@ -233,19 +233,21 @@ mod tests {
                  id uuid PRIMARY KEY, t text, v varchar(12), c char(3), s smallint, i integer,
                  b bigint, n numeric(12, 3), f double precision, ok boolean,
                  at timestamptz, day date, local timestamp, j json, jb jsonb,
-                 tags text[], raw bytea, mood odd.mood, label odd.label);
+                 tags text[], raw bytea, mood odd.mood, label odd.label, names varchar(5)[],
+                 free varchar);
              SELECT sync.declare_table('odd.things', sync => 'broadcast');
              INSERT INTO odd.things VALUES
                  (gen_random_uuid(), 'tab\there \"quoted\" back\\slash ' || chr(1) || ' é', 'short',
                   'ab', -32768, 2147483647, -9223372036854775808, -123456789.125, 'NaN', true,
                   'infinity', '2024-02-29', '2024-02-29 12:00:00.5', '{\"k\" : [1, 2]}',
                   '{\"b\": 1, \"a\": [true, null]}', ARRAY['x', NULL, 'y\"z'], '\\x00ff',
-                  'loud', 'name'),
+                  'loud', 'name', ARRAY['ab', NULL], 'any length at all'),
                  (gen_random_uuid(), '', '', '', 0, 0, 0, 0, 1.5e300, false,
                   '0044-03-15 12:00:00+00 BC', '-infinity', '1999-12-31 23:59:59.999999',
-                  'null', '[]', '{}', '', 'calm', ''),
+                  'null', '[]', '{}', '', 'calm', '', '{}', ''),
                  (gen_random_uuid(), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  '2026-11-30 03:04:05.000006+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+                  '2026-11-30 03:04:05.000006+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                  NULL, NULL);
              SELECT set_config('timezone', 'Asia/Kolkata', true);",
         )
         .unwrap();
