@@ -4,5 +4,6 @@
 
 pub mod args;
 pub mod cluster;
+pub mod relaying;
 
 pub use cluster::Cluster;

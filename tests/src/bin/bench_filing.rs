@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use magic_sync_proto::wire::{to_replica::Body, ToReplica, Up, UpTable};
 use magic_sync_tests::args::arg;
+use magic_sync_tests::relaying::relay;
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use prost::Message;
@@ -174,7 +175,7 @@ fn main() {
         pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[id])
             .unwrap();
     }
-    pg.query_one("CALL sync.relay()", &[]).unwrap();
+    relay(&mut pg);
     let applied: Vec<Applied> = registers.iter().map(|r| provisioned(&mut pg, *r)).collect();
 
     let rows = receipts(total, &registers);

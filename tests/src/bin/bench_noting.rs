@@ -23,6 +23,7 @@
 use std::time::{Duration, Instant};
 
 use magic_sync_tests::args::{arg, text_arg};
+use magic_sync_tests::relaying::drain;
 use magic_sync_tests::Cluster;
 use postgres::{Client, Statement};
 
@@ -121,21 +122,6 @@ impl Costs {
     }
 }
 
-/// Runs relay passes until every note is planned, then vacuums the notes.
-fn relay_until_no_notes(pg: &mut Client) {
-    loop {
-        pg.batch_execute("CALL sync.relay()").unwrap();
-        let left: i64 = pg
-            .query_one("SELECT count(*) FROM sync.notes", &[])
-            .unwrap()
-            .get(0);
-        if left == 0 {
-            break;
-        }
-    }
-    pg.batch_execute("VACUUM sync.notes").unwrap();
-}
-
 /// Single-row updates, alternating between the tables statement by
 /// statement so that whatever else the machine does falls on both alike.
 fn updates(pg: &mut Client, rows: i64, count: i64, growing: bool) {
@@ -160,7 +146,8 @@ fn updates(pg: &mut Client, rows: i64, count: i64, growing: bool) {
         update(pg, &declared_update, pid, &id);
     }
     if !growing {
-        relay_until_no_notes(pg);
+        drain(pg);
+        pg.batch_execute("VACUUM sync.notes").unwrap();
     }
     for i in 0..count {
         let id = key(i.rem_euclid(rows) + 1);

@@ -12,6 +12,7 @@
 use std::time::Instant;
 
 use magic_sync_tests::args::arg;
+use magic_sync_tests::relaying::{drain, relay};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 
@@ -79,15 +80,6 @@ impl PeakMemory {
 fn settle(pg: &mut Client) {
     pg.batch_execute("CHECKPOINT").unwrap();
     let _ = std::process::Command::new("sync").status();
-}
-
-/// Relays until no note is left.
-fn drain(pg: &mut Client) {
-    while relay(pg)["notes"] != 0 {}
-}
-
-fn relay(pg: &mut Client) -> serde_json::Value {
-    pg.query_one("CALL sync.relay()", &[]).unwrap().get(0)
 }
 
 /// Provisions one replica with `rows` products in a database of its own;
