@@ -131,9 +131,6 @@ impl Layout {
     /// The row as JSON, in the server's encoding.
     unsafe fn write(&mut self, values: &[pg_sys::NullableDatum]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.guess);
-        if self.columns.is_empty() {
-            out.extend_from_slice(b"{}");
-        }
         for ((prefix, kind), value) in self.columns.iter().zip(values) {
             out.extend_from_slice(prefix);
             if value.isnull {
@@ -142,9 +139,9 @@ impl Layout {
             }
             unsafe { write_value(&mut out, *kind, value.value) };
         }
-        if !self.columns.is_empty() {
-            out.push(b'}');
-        }
+        // The first prefix opened the object: a VARIADIC "any" function is
+        // never called with no value.
+        out.push(b'}');
         self.guess = out.len() + 16;
         out
     }

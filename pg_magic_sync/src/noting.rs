@@ -246,21 +246,22 @@ impl Sink {
                     },
                 }
             }
+            let Some(id_at) = id_at else {
+                pg_sys::table_close(rel, pg_sys::NoLock as i32);
+                return false;
+            };
             // sync.notes has no index: opening none saves a note a little.
             let indexes = if (*(*rel).rd_rel).relhasindex {
                 pg_sys::CatalogOpenIndexes(rel)
             } else {
                 std::ptr::null_mut()
             };
-            if (!indexes.is_null() && !plain_indexes(indexes)) || id_at.is_none() {
-                if !indexes.is_null() {
-                    pg_sys::CatalogCloseIndexes(indexes);
-                }
+            if !indexes.is_null() && !plain_indexes(indexes) {
+                pg_sys::CatalogCloseIndexes(indexes);
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return false;
             }
             let sequence = engine_relation(c"note_ids");
-            let id_at = id_at.unwrap_or_default();
             row[id_at] = Datum::from(nextval_internal(sequence, false));
             nulls[id_at] = false;
             let tuple = pg_sys::heap_form_tuple(desc, row.as_mut_ptr(), nulls.as_mut_ptr());
