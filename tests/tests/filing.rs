@@ -209,13 +209,7 @@ fn restart_immediately(shop: &Shop) {
 #[test]
 fn two_registers_and_many_uploads_file_no_receipt_twice() {
     let mut shop = Shop::open();
-    let ids: Vec<Uuid> = (0..3)
-        .map(|i| shop.add_register(&format!("R{i}")))
-        .collect();
-    let mut registers: Vec<_> = ids
-        .iter()
-        .map(|id| open_register(&shop.file_of(*id), *id))
-        .collect();
+    let (ids, mut registers) = shop.add_registers(3);
     sync_all(&mut shop, &mut registers);
     let mut sold: Vec<(Uuid, Vec<(Uuid, i64)>)> = ids.iter().map(|id| (*id, Vec::new())).collect();
     for round in 0..5 {

@@ -103,13 +103,7 @@ fn run_tool(command: &mut Command) {
 fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it_should() {
     let mut shop = Shop::open();
     change_the_catalog(&mut shop, 0);
-    let ids: Vec<Uuid> = (0..2)
-        .map(|i| shop.add_register(&format!("R{i}")))
-        .collect();
-    let mut registers: Vec<_> = ids
-        .iter()
-        .map(|id| open_register(&shop.file_of(*id), *id))
-        .collect();
+    let (_, mut registers) = shop.add_registers(2);
     sync_all(&mut shop, &mut registers);
     let kept: Vec<Uuid> = sell(&registers[0], &[7, 8]);
     sync_all(&mut shop, &mut registers);

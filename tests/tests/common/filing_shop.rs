@@ -117,6 +117,19 @@ impl Shop {
         self.pg = self.cluster.connect("shop");
     }
 
+    /// `count` registers named R0, R1, ..., each with its replica opened
+    /// on its file.
+    pub fn add_registers(&mut self, count: usize) -> (Vec<Uuid>, Vec<Replica>) {
+        let ids: Vec<Uuid> = (0..count)
+            .map(|i| self.add_register(&format!("R{i}")))
+            .collect();
+        let registers = ids
+            .iter()
+            .map(|id| open_register(&self.file_of(*id), *id))
+            .collect();
+        (ids, registers)
+    }
+
     /// A register and its state row, assigned to it.
     pub fn add_register(&mut self, name: &str) -> Uuid {
         let id = Uuid::new_v4();
