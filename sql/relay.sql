@@ -58,14 +58,17 @@ BEGIN
         too_large := NULL;
         BEGIN
             summary := sync.record_pass();
-        EXCEPTION WHEN program_limit_exceeded THEN
-            -- Rows no message could carry: the pass's work is undone, they
-            -- are set aside, and it is planned again around them, in the
-            -- same snapshot.
-            GET STACKED DIAGNOSTICS too_large = PG_EXCEPTION_DETAIL;
-            IF NOT (SQLERRM LIKE 'magic_sync: rows no message can carry%') THEN
-                RAISE;
+            too_large := summary->'unsendable';
+            IF too_large IS NOT NULL THEN
+                -- Rows no message could carry: this SQLSTATE of the
+                -- engine's own undoes the pass's work (the block is a
+                -- subtransaction); they are set aside below, and the pass
+                -- planned again around them, in the same snapshot.
+                RAISE EXCEPTION USING ERRCODE = 'MSU01',
+                    MESSAGE = 'magic_sync: rows no message can carry';
             END IF;
+        EXCEPTION WHEN SQLSTATE 'MSU01' THEN
+            NULL;
         END;
         EXIT WHEN too_large IS NULL;
         -- Each round sets at least one more row aside; one that keeps coming
@@ -73,7 +76,7 @@ BEGIN
         rounds := rounds + 1;
         IF rounds > 100 THEN
             RAISE EXCEPTION 'magic_sync: rows set aside keep coming back into the pass'
-                USING DETAIL = too_large::text;
+                USING DETAIL = too_large::text, ERRCODE = 'internal_error';
         END IF;
         PERFORM sync.set_aside(too_large);
     END LOOP;

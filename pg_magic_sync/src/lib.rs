@@ -15,43 +15,17 @@
 
 use pgrx::prelude::*;
 
-mod applied;
-mod backlogs;
+mod api;
 mod catalog;
-mod check;
-mod db;
 mod declare;
-mod digest;
-mod digests;
-mod encode;
-mod envelope;
-mod file;
-mod file_sql;
-mod filed;
-mod inbox;
-mod indexes;
-mod inspect;
-mod load;
-mod noting;
-mod observe;
-mod pack;
-mod plan;
-mod queue;
+mod error;
+mod message;
+mod note;
+mod publish;
 mod receive;
-mod record;
-mod rejections;
 mod relay;
-mod resolve;
-mod rule_text;
-mod said;
-mod seal;
-mod senders;
 mod settings;
-mod standing;
-mod steps;
-mod table_sql;
-mod triggers;
-mod went_back;
+mod spi;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -82,12 +56,6 @@ pub extern "C-unwind" fn _PG_init() {
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
-
-#[cfg(any(test, feature = "pg_test"))]
-mod declare_tests;
-
-#[cfg(any(test, feature = "pg_test"))]
-mod filing_tests;
 
 #[cfg(test)]
 pub mod pg_test {

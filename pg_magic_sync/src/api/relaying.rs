@@ -1,0 +1,20 @@
+//! Relaying (docs/src/server.md, "Relaying"): the Rust half of `CALL
+//! sync.relay()`, which sql/relay.sql runs in the pass's transaction.
+
+use pgrx::prelude::*;
+
+use crate::relay;
+
+/// `sync.relay_starts()`: whether the next pass in this session is the
+/// first, a relay starting, when whatever was set aside is tried again.
+#[pg_extern(volatile)]
+fn relay_starts() -> bool {
+    relay::relay_starts()
+}
+
+/// `sync.record_pass()`: the recording half of a pass. Called by
+/// `sync.relay()`, which gives it its transaction; answers what it did.
+#[pg_extern(volatile)]
+fn record_pass() -> pgrx::JsonB {
+    pgrx::JsonB(relay::record_pass())
+}

@@ -1,0 +1,341 @@
+//! The relay's check before a pass: the database as the declarations say,
+//! or a refusal naming every problem and the DDL that fixes each.
+//!
+//! - a declared table that changed since it was declared (a column added,
+//!   dropped, retyped, its nullability, its primary key, its foreign keys to
+//!   declared tables, a column or relation an option names);
+//! - a trigger the engine needs missing, disabled, firing only in replica
+//!   sessions, or not as the engine writes it; one of the engine's
+//!   functions on a table no declaration asks it for;
+//! - a lookup no index serves;
+//! - the replicas' relation gone, or its columns.
+
+use pgrx::prelude::*;
+
+use crate::catalog::{self, Declared};
+use crate::declare::indexes;
+use crate::declare::resolve::{self, Problem, Request, Resolved};
+use crate::declare::system_catalog;
+use crate::declare::triggers::{self, Finding};
+use crate::error::Error;
+
+fn problem(message: String, fix: String) -> Problem {
+    Problem { message, hint: fix }
+}
+
+/// A declared table as sync.tables recorded it: its request and the table
+/// it was declared over.
+struct Recorded {
+    name: String,
+    request: Request,
+    columns: Vec<String>,
+    types: Vec<String>,
+    not_null: Vec<bool>,
+}
+
+fn recorded() -> Vec<Recorded> {
+    Spi::connect(|client| {
+        client
+            .select(
+                "SELECT name, request, table_columns, table_types, table_not_null \
+                 FROM sync.tables ORDER BY position, name",
+                None,
+                &[],
+            )
+            .expect("reads sync.tables")
+            .map(|row| Recorded {
+                name: row.get(1).ok().flatten().unwrap_or_default(),
+                request: Request::from_json(
+                    &row.get::<pgrx::JsonB>(2)
+                        .ok()
+                        .flatten()
+                        .map(|j| j.0)
+                        .unwrap_or_default(),
+                ),
+                columns: row.get(3).ok().flatten().unwrap_or_default(),
+                types: row.get(4).ok().flatten().unwrap_or_default(),
+                not_null: row.get(5).ok().flatten().unwrap_or_default(),
+            })
+            .collect()
+    })
+}
+
+/// The stored requests, to resolve again.
+pub fn requests() -> Vec<Request> {
+    recorded().into_iter().map(|r| r.request).collect()
+}
+
+/// How a table differs from what was recorded of it, in words.
+fn differences(recorded: &Recorded, now: &Resolved, declared: &Declared) -> Vec<String> {
+    let mut found = Vec::new();
+    let unmirrored = &now.table.unmirrored;
+    for (i, column) in recorded.columns.iter().enumerate() {
+        match now.shape.iter().find(|c| &c.name == column) {
+            None => found.push(format!("column {column} was dropped")),
+            // A column that does not travel may change as it likes.
+            Some(_) if unmirrored.contains(column) => {}
+            Some(c) => {
+                let (ty, not_null) = (&recorded.types[i], recorded.not_null[i]);
+                if &c.sql_type != ty {
+                    found.push(format!("column {column} is {}, declared {ty}", c.sql_type));
+                }
+                if c.not_null != not_null {
+                    found.push(if c.not_null {
+                        format!("column {column} is NOT NULL, declared nullable")
+                    } else {
+                        format!("column {column} is nullable, declared NOT NULL")
+                    });
+                }
+            }
+        }
+    }
+    for c in &now.shape {
+        if !recorded.columns.contains(&c.name) {
+            found.push(format!("column {} ({}) was added", c.name, c.sql_type));
+        }
+    }
+    let table = &now.table;
+    if table.key_columns != declared.key_columns {
+        found.push(format!(
+            "its key is ({}), declared ({})",
+            table.key_columns.join(", "),
+            declared.key_columns.join(", ")
+        ));
+    }
+    let shown = |t: &Declared| {
+        let mut r: Vec<String> = t
+            .references
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} ({}) -> {}",
+                    r.constraint,
+                    r.columns.join(", "),
+                    r.parent
+                )
+            })
+            .collect();
+        r.sort();
+        r
+    };
+    let (was, is) = (shown(declared), shown(table));
+    for r in was.iter().filter(|r| !is.contains(r)) {
+        found.push(format!("the foreign key {r} is gone"));
+    }
+    for r in is.iter().filter(|r| !was.contains(r)) {
+        found.push(format!("the foreign key {r} is new"));
+    }
+    if found.is_empty() && table.rule != declared.rule {
+        found.push(format!(
+            "its rule resolves otherwise ({})",
+            table.rule.kind()
+        ));
+    }
+    if found.is_empty()
+        && table
+            != &(Declared {
+                position: table.position,
+                ..declared.clone()
+            })
+    {
+        found.push("its options resolve otherwise".to_owned());
+    }
+    found
+}
+
+/// The declared tables against the database as it is now.
+fn table_problems(stored: &[Declared]) -> Vec<Problem> {
+    let recorded = recorded();
+    let requests: Vec<Request> = recorded.iter().map(|r| r.request.clone()).collect();
+    let again = || {
+        requests
+            .iter()
+            .map(Request::call)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    match resolve::resolve_all(&requests) {
+        Err(problems) => problems
+            .into_iter()
+            .map(|p| {
+                problem(
+                    p.message,
+                    format!("{}\nThen declare again:\n{}", p.hint, again()),
+                )
+            })
+            .collect(),
+        Ok(resolved) => {
+            let mut problems = Vec::new();
+            for r in &recorded {
+                let (Some(now), Some(declared)) = (
+                    resolved.iter().find(|x| x.table.name == r.name),
+                    stored.iter().find(|d| d.name == r.name),
+                ) else {
+                    continue;
+                };
+                let found = differences(r, now, declared);
+                if !found.is_empty() {
+                    problems.push(problem(
+                        format!(
+                            "magic_sync: {} differs from its declaration: {}",
+                            now.found.shown,
+                            found.join("; ")
+                        ),
+                        format!(
+                            "Declare it again (in the migration that changed it):\n{}",
+                            r.request.call()
+                        ),
+                    ));
+                }
+            }
+            problems
+        }
+    }
+}
+
+fn replicas_problems() -> Vec<Problem> {
+    let Some(replicas) = catalog::replicas() else {
+        return Vec::new();
+    };
+    let fix = || {
+        format!(
+            "Declare the replicas again: SELECT sync.declare_replicas({}, live => {}, id => {}{});",
+            crate::catalog::table_sql::quote_literal(&replicas.relation),
+            crate::catalog::table_sql::quote_literal(&replicas.live),
+            crate::catalog::table_sql::quote_literal(&replicas.id_column),
+            replicas
+                .partition
+                .as_ref()
+                .map(|p| format!(
+                    ", partitioned_by => {}",
+                    crate::catalog::table_sql::quote_literal(p)
+                ))
+                .unwrap_or_default()
+        )
+    };
+    let Some(found) = system_catalog::find_relation(&replicas.relation) else {
+        return vec![problem(
+            format!(
+                "magic_sync: the replicas' relation {} does not exist",
+                replicas.relation
+            ),
+            fix(),
+        )];
+    };
+    let columns = system_catalog::columns_of(found.oid);
+    let mut problems = Vec::new();
+    for (what, column) in [
+        ("id column", Some(&replicas.id_column)),
+        ("partition column", replicas.partition.as_ref()),
+    ] {
+        let Some(column) = column else { continue };
+        if !columns.iter().any(|c| &c.name == column) {
+            problems.push(problem(
+                format!(
+                    "magic_sync: {} has no column {column}, the replicas' {what}",
+                    found.shown
+                ),
+                fix(),
+            ));
+        }
+    }
+    problems
+}
+
+fn trigger_problems(stored: &[Declared]) -> Vec<Problem> {
+    let expected = triggers::expected(stored);
+    let existing = system_catalog::engine_triggers();
+    triggers::findings(&expected, &existing)
+        .into_iter()
+        .filter_map(|finding| match finding {
+            Finding::Right => None,
+            Finding::Missing(e) => Some(problem(
+                format!("magic_sync: the trigger {} on {} is missing", e.name, shown(&e.relation)),
+                e.ddl(),
+            )),
+            Finding::Different(e, t) => Some(problem(
+                format!(
+                    "magic_sync: the trigger {} on {} is not as the engine writes it: {}",
+                    e.name,
+                    shown(&e.relation),
+                    t.definition
+                ),
+                format!("{}\n{}", triggers::drop_ddl(t), e.ddl()),
+            )),
+            Finding::NotEnabled(e, t) => Some(problem(
+                format!(
+                    "magic_sync: the trigger {} on {} {}",
+                    e.name,
+                    shown(&e.relation),
+                    if t.enabled == "D" {
+                        "is disabled"
+                    } else {
+                        "fires only in replica sessions"
+                    }
+                ),
+                format!(
+                    "ALTER TABLE {} ENABLE TRIGGER {}; (or ENABLE ALWAYS TRIGGER, to note what sessions in replica mode write too)",
+                    e.relation, e.name
+                ),
+            )),
+            Finding::Unexpected(t) => Some(problem(
+                format!(
+                    "magic_sync: the trigger {} on {} is the engine's, and no declaration asks for it: what it notes would never be sent",
+                    t.name,
+                    triggers::shown(t)
+                ),
+                triggers::drop_ddl(t),
+            )),
+        })
+        .collect()
+}
+
+fn shown(relation: &str) -> String {
+    system_catalog::shown(relation)
+}
+
+fn index_problems(stored: &[Declared]) -> Vec<Problem> {
+    indexes::missing(stored)
+        .into_iter()
+        .map(|n| {
+            problem(
+                format!(
+                    "magic_sync: no index of {} serves the lookups by ({})",
+                    shown(&n.relation),
+                    n.columns.join(", ")
+                ),
+                n.ddl(),
+            )
+        })
+        .collect()
+}
+
+/// Every problem, in the order: replicas, tables, triggers, indexes.
+pub fn problems() -> Vec<Problem> {
+    let stored = catalog::declared_tables();
+    let mut problems = replicas_problems();
+    problems.extend(table_problems(&stored));
+    problems.extend(trigger_problems(&stored));
+    problems.extend(index_problems(&stored));
+    problems
+}
+
+/// Refuses with every problem, and every fix in the hint.
+pub fn refuse_problems(problems: &[Problem]) {
+    if problems.is_empty() {
+        return;
+    }
+    let lines: Vec<String> = problems
+        .iter()
+        .map(|p| format!("- {}", p.message.trim_start_matches("magic_sync: ")))
+        .collect();
+    let fixes: Vec<String> = problems.iter().map(|p| p.hint.clone()).collect();
+    Error::not_as_declared(
+        format!(
+            "magic_sync: the relay does not run while the database differs from the declarations:\n{}",
+            lines.join("\n")
+        ),
+        fixes.join("\n"),
+    )
+    .raise();
+}

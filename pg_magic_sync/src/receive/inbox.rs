@@ -1,0 +1,352 @@
+//! The inbox (`sync.inbox`): what a replica uploaded that could not be
+//! filed yet, kept rather than lost, and counted as filed in the Filed that
+//! answered it.
+//!
+//! - a row or a delete the database refused waits for a fix: it is filed
+//!   again by `sync.refile()`, which a relay runs as it starts (everything)
+//!   and before its passes (what is due, every `magic_sync.retry_every`);
+//! - an edit of a two-way row that came while the replica was provisioned
+//!   again waits for the provisioning to be confirmed, and is filed again
+//!   when the replica says it applied it.
+//!
+//! One entry per row of a replica: the newest upload of a row replaces what
+//! was kept of it, and one filed (or left out) drops it, so nothing filed
+//! later ever rolls a row back.
+
+use std::collections::BTreeMap;
+
+use pgrx::prelude::*;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use crate::catalog::{self, Declared};
+use crate::receive::rows::{self, Candidate, Outcome, Part};
+use crate::receive::senders::{self, Sender};
+use crate::receive::standing::Standing;
+use crate::settings;
+use crate::spi::{self, from_pg, to_pg};
+
+/// Whether anything of the replica waits in the inbox: only then must a
+/// filed row drop what was kept of it.
+pub fn has_any(replica: Uuid) -> bool {
+    spi::one::<bool>(
+        "SELECT EXISTS (SELECT 1 FROM sync.inbox WHERE replica = $1)",
+        &[to_pg(replica).into()],
+    )
+    .unwrap_or(false)
+}
+
+const DROP_DONE: &str = "\
+    DELETE FROM sync.inbox i USING unnest($2::text[], $3::text[]) AS d(table_name, key) \
+    WHERE i.replica = $1 AND i.table_name = d.table_name AND i.key = d.key";
+
+const KEEP: &str = "\
+    INSERT INTO sync.inbox AS i (replica, table_name, key, op, row, restated, applied_epoch, \
+                                 applied_sequence, reason, waiting, retry_at) \
+    SELECT $1, k.table_name, k.key, k.op, k.row, k.restated, k.applied_epoch, k.applied_sequence, \
+           k.reason, k.waiting, now() + make_interval(secs => $12) \
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bool[], $7::uuid[], \
+                $8::bigint[], $9::text[], $10::bool[]) \
+         AS k(table_name, key, op, row, restated, applied_epoch, applied_sequence, reason, waiting) \
+    ON CONFLICT (replica, table_name, key) DO UPDATE \
+    SET op = excluded.op, row = excluded.row, restated = excluded.restated, \
+        applied_epoch = excluded.applied_epoch, applied_sequence = excluded.applied_sequence, \
+        reason = excluded.reason, waiting = excluded.waiting, retry_at = excluded.retry_at, \
+        kept_at = CASE WHEN $11 THEN i.kept_at ELSE now() END, \
+        tries = CASE WHEN $11 THEN i.tries + 1 ELSE 1 END";
+
+/// Whether outcomes come of a new upload, or of filing the inbox again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum From {
+    Upload,
+    Inbox,
+}
+
+/// Records what became of an upload's parts: what was done with drops what
+/// the inbox kept of it; what was kept or waits replaces it.
+pub fn record(replica: Uuid, outcomes: &[Outcome], from: From, inbox_had_any: bool) {
+    if inbox_had_any {
+        let mut tables = Vec::new();
+        let mut keys = Vec::new();
+        for outcome in outcomes {
+            for key in &outcome.done {
+                tables.push(outcome.table.clone());
+                keys.push(key.clone());
+            }
+        }
+        if !keys.is_empty() {
+            spi::run_with(
+                DROP_DONE,
+                &[to_pg(replica).into(), tables.into(), keys.into()],
+            );
+        }
+    }
+    let mut k = KeepRows::default();
+    for outcome in outcomes {
+        for (kept, waiting) in outcome
+            .kept
+            .iter()
+            .map(|k| (k, false))
+            .chain(outcome.waiting.iter().map(|k| (k, true)))
+        {
+            k.table.push(outcome.table.clone());
+            k.key.push(kept.key.clone());
+            k.op.push(if kept.row.is_some() { "u" } else { "d" }.to_owned());
+            k.row
+                .push(kept.row.clone().map(|r| pgrx::JsonB(Value::Object(r))));
+            k.restated.push(outcome.restated);
+            k.applied_epoch.push(outcome.applied.map(|(e, _)| to_pg(e)));
+            k.applied_sequence.push(outcome.applied.map(|(_, s)| s));
+            k.reason.push(kept.reason.clone());
+            k.waiting.push(waiting);
+        }
+    }
+    if k.key.is_empty() {
+        return;
+    }
+    spi::run_with(
+        KEEP,
+        &[
+            to_pg(replica).into(),
+            k.table.into(),
+            k.key.into(),
+            k.op.into(),
+            k.row.into(),
+            k.restated.into(),
+            k.applied_epoch.into(),
+            k.applied_sequence.into(),
+            k.reason.into(),
+            k.waiting.into(),
+            (from == From::Inbox).into(),
+            f64::from(settings::RETRY_EVERY.get()).into(),
+        ],
+    );
+}
+
+#[derive(Default)]
+struct KeepRows {
+    table: Vec<String>,
+    key: Vec<String>,
+    op: Vec<String>,
+    row: Vec<Option<pgrx::JsonB>>,
+    restated: Vec<bool>,
+    applied_epoch: Vec<Option<pgrx::Uuid>>,
+    applied_sequence: Vec<Option<i64>>,
+    reason: Vec<String>,
+    waiting: Vec<bool>,
+}
+
+// ---------------------------------------------------------------------------
+// Filing the inbox again.
+
+/// One entry of the inbox.
+struct Entry {
+    table: String,
+    key: String,
+    row: Option<Map<String, Value>>,
+    restated: bool,
+    applied: Option<(Uuid, i64)>,
+}
+
+const ENTRIES: &str = "\
+    SELECT table_name, key, row, restated, applied_epoch, applied_sequence FROM sync.inbox \
+    WHERE replica = $1 AND (waiting OR $2 OR retry_at <= now()) AND (NOT $3 OR waiting) \
+    ORDER BY table_name, op, key FOR UPDATE SKIP LOCKED";
+
+fn entries(replica: Uuid, everything: bool, only_waiting: bool) -> Vec<Entry> {
+    let mut found = Vec::new();
+    Spi::connect_mut(|client| {
+        let rows = client
+            .update(
+                ENTRIES,
+                None,
+                &[
+                    to_pg(replica).into(),
+                    everything.into(),
+                    only_waiting.into(),
+                ],
+            )
+            .expect("reads the inbox");
+        for row in rows {
+            let row_json: Option<pgrx::JsonB> = row.get(3).ok().flatten();
+            let epoch: Option<pgrx::Uuid> = row.get(5).ok().flatten();
+            let sequence: Option<i64> = row.get(6).ok().flatten();
+            found.push(Entry {
+                table: row.get(1).ok().flatten().unwrap_or_default(),
+                key: row.get(2).ok().flatten().unwrap_or_default(),
+                row: row_json.and_then(|j| match j.0 {
+                    Value::Object(m) => Some(m),
+                    _ => None,
+                }),
+                restated: row.get(4).ok().flatten().unwrap_or(false),
+                applied: epoch.map(from_pg).zip(sequence),
+            });
+        }
+    });
+    found
+}
+
+/// What gathers entries into one part: the table, whether they are
+/// deletes, whether re-stated, and for deletes the position they were sent
+/// at.
+type PartOf = (String, bool, bool, Option<(Uuid, i64)>);
+
+/// The entries as parts, and the (table, key) of those whose table is no
+/// longer declared.
+fn as_parts<'t>(
+    entries: Vec<Entry>,
+    tables: &'t [Declared],
+) -> (Vec<Part<'t>>, Vec<(String, String)>) {
+    let mut parts: BTreeMap<PartOf, Part<'t>> = BTreeMap::new();
+    let mut undeclared = Vec::new();
+    for entry in entries {
+        let Some(table) = tables.iter().find(|t| t.name == entry.table) else {
+            undeclared.push((entry.table, entry.key));
+            continue;
+        };
+        let delete = entry.row.is_none();
+        let applied = if delete { entry.applied } else { None };
+        let part = parts
+            .entry((entry.table.clone(), delete, entry.restated, applied))
+            .or_insert_with(|| Part {
+                table,
+                restated: entry.restated,
+                rows: Vec::new(),
+                deletes: Vec::new(),
+                applied,
+                left_out: Vec::new(),
+            });
+        match entry.row {
+            Some(row) => part.rows.push(Candidate {
+                key: entry.key,
+                row,
+            }),
+            None => part.deletes.push(entry.key),
+        }
+    }
+    (parts.into_values().collect(), undeclared)
+}
+
+/// What filing the inbox again did.
+#[derive(Debug, Default)]
+pub struct Refiled {
+    pub filed: usize,
+    pub kept: usize,
+    pub waiting: usize,
+    pub left_out: usize,
+    pub dropped: usize,
+}
+
+impl Refiled {
+    fn add(&mut self, other: Refiled) {
+        self.filed += other.filed;
+        self.kept += other.kept;
+        self.waiting += other.waiting;
+        self.left_out += other.left_out;
+        self.dropped += other.dropped;
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({"filed": self.filed, "kept": self.kept, "waiting": self.waiting,
+               "left_out": self.left_out, "dropped": self.dropped})
+    }
+}
+
+/// Files again what the inbox keeps of one replica: everything, what is
+/// due, or what waits for its provisioning. `filing` is the sender when
+/// its filing hook ran already in this transaction (an Up of its is being
+/// filed).
+pub fn refile_replica(
+    replica: Uuid,
+    everything: bool,
+    only_waiting: bool,
+    tables: &[Declared],
+    filing: Option<&Sender>,
+) -> Refiled {
+    let mut refiled = Refiled::default();
+    let found = entries(replica, everything, only_waiting);
+    if found.is_empty() {
+        return refiled;
+    }
+    let (sender, failure) = match filing {
+        Some(sender) => (sender.clone(), None),
+        None => match senders::recognise(replica) {
+            Some(mut sender) => {
+                let failure = sender.begin_filing();
+                (sender, failure)
+            }
+            None => {
+                // A sender the server no longer knows: what it sent goes
+                // with it.
+                refiled.dropped = found.len();
+                spi::run_with(
+                    "DELETE FROM sync.inbox WHERE replica = $1",
+                    &[to_pg(replica).into()],
+                );
+                return refiled;
+            }
+        },
+    };
+    let standing = Standing::read(replica);
+    let (parts, undeclared) = as_parts(found, tables);
+    for (table, key) in &undeclared {
+        pgrx::log!("magic_sync: the inbox kept {table} {key} of {replica}, a table no longer declared: dropped");
+        spi::run_with(
+            "DELETE FROM sync.inbox WHERE replica = $1 AND table_name = $2 AND key = $3",
+            &[
+                to_pg(replica).into(),
+                table.as_str().into(),
+                key.as_str().into(),
+            ],
+        );
+    }
+    refiled.dropped += undeclared.len();
+    let outcomes: Vec<Outcome> = parts
+        .into_iter()
+        .map(|part| match &failure {
+            Some(why) => rows::keep_all(part, why),
+            None => rows::file_part(part, &sender, standing.as_ref()),
+        })
+        .collect();
+    for outcome in &outcomes {
+        refiled.filed += outcome.filed + outcome.deleted + outcome.unchanged;
+        refiled.kept += outcome.kept.len();
+        refiled.waiting += outcome.waiting.len();
+        refiled.left_out += outcome.left_out.len();
+    }
+    record(replica, &outcomes, From::Inbox, true);
+    refiled
+}
+
+/// `sync.refile(everything)`: files again what the inbox keeps — what is
+/// due (and what waits for a provisioning), or everything, as after a
+/// deploy. A relay runs it as it starts, and before its passes; run it in a
+/// transaction of its own: the senders' filing hooks run in it.
+pub fn refile(everything: bool) -> Value {
+    let replicas: Vec<Uuid> = {
+        let mut found = Vec::new();
+        Spi::connect(|client| {
+            let rows = client
+                .select(
+                    "SELECT DISTINCT replica FROM sync.inbox WHERE waiting OR $1 OR retry_at <= now()",
+                    None,
+                    &[everything.into()],
+                )
+                .expect("reads the inbox");
+            for row in rows {
+                if let Some(id) = row.get::<pgrx::Uuid>(1).ok().flatten() {
+                    found.push(from_pg(id));
+                }
+            }
+        });
+        found
+    };
+    let tables = catalog::declared_tables();
+    let mut total = Refiled::default();
+    for replica in &replicas {
+        total.add(refile_replica(*replica, everything, false, &tables, None));
+    }
+    let mut summary = total.to_json();
+    summary["replicas"] = json!(replicas.len());
+    summary
+}

@@ -1,0 +1,31 @@
+//! A step of a pass: replicas whose plans are the same form a cohort (every
+//! replica, for a change to a broadcast table), so the cohort's rows are
+//! packed once into bodies stored once (relay/record.rs).
+
+use crate::spi;
+
+/// Replicas with the same plan share a cohort. Plans are compared by their
+/// size and two independent hashes of their rows. Each cohort's plan is read
+/// from one of its replicas: its representative.
+const COHORTS: &str = "\
+    CREATE TEMP TABLE sync_pass_cohorts ON COMMIT DROP AS \
+    SELECT r.id AS replica, r.provision, \
+           (dense_rank() OVER (ORDER BY r.provision, coalesce(s.n, 0), s.h1, s.h2))::int AS cohort \
+    FROM sync_pass_replicas r \
+    LEFT JOIN (SELECT replica, count(*) AS n, \
+                      sum(hashtextextended(table_name || '/' || op || '/' || key, 0)::numeric) AS h1, \
+                      bit_xor(hashtextextended(table_name || '/' || op || '/' || key, 1)) AS h2 \
+               FROM (SELECT replica, table_name, op, key FROM sync_pass_plan \
+                     UNION ALL SELECT replica, table_name, 'w', '' FROM sync_pass_whole) AS p \
+               GROUP BY replica) AS s ON s.replica = r.id \
+    WHERE r.provision OR s.n > 0; \
+    CREATE TEMP TABLE sync_pass_representatives ON COMMIT DROP AS \
+    SELECT cohort, (array_agg(replica ORDER BY replica))[1] AS replica \
+    FROM sync_pass_cohorts GROUP BY cohort";
+
+/// Groups the replicas of this pass by their plans. Answers how many
+/// cohorts there are.
+pub fn form() -> i64 {
+    spi::run(COHORTS);
+    spi::one::<i64>("SELECT count(*) FROM sync_pass_representatives", &[]).unwrap_or(0)
+}

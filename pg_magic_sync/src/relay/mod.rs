@@ -1,0 +1,125 @@
+//! One relay pass, run by `CALL sync.relay()` (sql/noting.sql) in a
+//! REPEATABLE READ transaction that holds the relay's lock: observe the
+//! replicas, plan, load, record, and mark the notes done, all in that one
+//! transaction, before anything is published.
+
+pub mod cohorts;
+pub mod encode;
+pub mod epochs;
+pub mod load;
+pub mod observe;
+pub mod plan;
+pub mod record;
+pub mod scratch;
+pub mod steps;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::json;
+
+use crate::catalog;
+use crate::declare::drift;
+use crate::relay::steps::Steps;
+use crate::settings;
+use crate::spi::{self, to_pg};
+
+/// The notes planned are done with: what they asked for is recorded.
+const DELETE_PLANNED_NOTES: &str = "\
+    DELETE FROM sync.notes n USING sync_pass_notes p WHERE n.ctid = p.at; \
+    DELETE FROM sync.group_notes n USING sync_pass_group_notes p WHERE n.id = p.id";
+
+/// Bodies no message carries any more.
+const DROP_UNCARRIED_BODIES: &str = "\
+    DELETE FROM sync.bodies b WHERE NOT EXISTS (SELECT 1 FROM sync.outbox o WHERE o.body = b.id)";
+
+/// A live replica whose chain is in another epoch than the current one
+/// cannot follow anything sent in it: it begins again with a snapshot.
+const PROVISION_OTHER_EPOCHS: &str = "\
+    UPDATE sync.replicas SET provision = true \
+    WHERE live AND NOT provision AND epoch IS DISTINCT FROM $1";
+
+/// When the declarations changed since the last pass (a table routed
+/// otherwise, mirrored for the first time or no more, a column added), what
+/// every replica holds may be wrong: every live replica is provisioned
+/// again, and what was kept of tables no longer declared is let go.
+fn provision_all_if_redeclared() -> bool {
+    let digest = catalog::declarations_digest();
+    let last: Option<String> = spi::one("SELECT declared FROM sync.relay_state", &[]);
+    spi::run_with(
+        "UPDATE sync.relay_state SET declared = $1",
+        &[digest.as_str().into()],
+    );
+    if last.is_none_or(|last| last == digest) {
+        return false;
+    }
+    pgrx::warning!(
+        "magic_sync: the declarations changed since the last pass: every live replica is provisioned again"
+    );
+    spi::run("UPDATE sync.replicas SET provision = true WHERE live");
+    spi::run(
+        "DELETE FROM sync.held h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \
+         DELETE FROM sync.quarantine q WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = q.table_name)",
+    );
+    true
+}
+
+/// Whether this session has run a pass: the first one is a relay starting.
+static RELAYED_IN_THIS_SESSION: AtomicBool = AtomicBool::new(false);
+
+/// `sync.relay_starts()`: whether the next pass in this session is the
+/// first, a relay starting, when whatever was set aside is tried again.
+pub fn relay_starts() -> bool {
+    !RELAYED_IN_THIS_SESSION.load(Ordering::Relaxed)
+}
+
+/// `sync.record_pass()`: the recording half of a pass. Called by
+/// `sync.relay()`, which gives it its transaction; answers what it did.
+pub fn record_pass() -> serde_json::Value {
+    // Nothing runs on a database that is not as the declarations say: the
+    // refusal names every problem and what fixes it.
+    drift::refuse_problems(&drift::problems());
+    // A pass runs many short statements over scratch tables whose sizes the
+    // planner guesses: compiling them (JIT) costs more than running them.
+    spi::run("SELECT set_config('jit', 'off', true)");
+    let mut steps = Steps::start();
+    let epoch = epochs::current();
+    let observed = observe::observe_replicas();
+    spi::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
+    let redeclared = provision_all_if_redeclared();
+    steps.end("observe");
+    let tables = catalog::declared_tables();
+    // A relay that starts tries again whatever was set aside: a deploy may
+    // have fixed it.
+    let starts = !RELAYED_IN_THIS_SESSION.swap(true, Ordering::Relaxed);
+    let notes = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()), starts);
+    steps.end("plan");
+    let cohorts = cohorts::form();
+    steps.end("cohorts");
+    load::load(&tables, cohorts);
+    steps.end("load");
+    let recorded = record::record(&tables, &epoch, settings::limits(), &mut steps);
+    steps.end("record");
+    if !recorded.unsendable.is_empty() {
+        let rows: Vec<serde_json::Value> =
+            recorded.unsendable.iter().map(|r| r.to_json()).collect();
+        return json!({ "unsendable": rows });
+    }
+    spi::run(DELETE_PLANNED_NOTES);
+    spi::run(DROP_UNCARRIED_BODIES);
+    scratch::drop_all();
+    steps.end("finish");
+    let mut summary = json!({
+        "notes": notes,
+        "became_live": observed.became_live,
+        "forgotten": observed.forgotten,
+        "provisioned": recorded.provisioned,
+        "messages": recorded.messages,
+        "bodies": recorded.bodies,
+        "redeclared": redeclared,
+        "set_aside": spi::one::<i64>("SELECT count(*) FROM sync.quarantine", &[]).unwrap_or(0),
+    });
+    if settings::PASS_TIMINGS.get() {
+        summary["took_ms"] = steps.into_json();
+    }
+    summary
+}

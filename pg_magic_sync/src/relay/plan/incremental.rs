@@ -1,0 +1,327 @@
+//! What a replica kept up to date is sent: worked out around what changed,
+//! never over the whole of what it holds.
+//!
+//! 1. The rows in question: of the rows it holds, those a change may have
+//!    taken out of what it should hold (the rows touched, and what they
+//!    pointed at), and then whatever of its rows leaned on those (their
+//!    parents, and the rows that follow them). Every other row it holds
+//!    stays as recorded.
+//! 2. What it keeps: the rows its rules send it among those touched or in
+//!    question; the rows in question that a row it holds outside them
+//!    points at, or that follow one; then, a round at a time, the parents
+//!    and followers of every kept row it lacks or that is in question.
+//! 3. The difference: what it keeps and lacks, or holds at an older
+//!    version, is sent; the rows in question it does not keep are taken
+//!    back.
+//!
+//! What a row it holds points at is what the version it holds points at:
+//! the row as it is, and, for a row with pending notes, what each of them
+//! says it pointed at before (`sync_pass_old_pointers`) — a few parents
+//! too many at worst, kept one pass longer, never one too few.
+
+use super::reach::{children, row_is, rule_rows};
+use super::snapshot::{closes_over_anything, reach_from_frontier};
+use crate::catalog::table_sql::{key_text_of, quote_literal};
+use crate::catalog::Declared;
+use crate::spi;
+
+const CURRENT: &str = "\
+    CREATE TEMP TABLE sync_pass_current ON COMMIT DROP AS \
+    SELECT id, partition FROM sync_pass_replicas WHERE NOT provision";
+
+const WORK_TABLES: &str = "\
+    CREATE TEMP TABLE sync_pass_question (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP; \
+    CREATE TEMP TABLE sync_pass_want (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP; \
+    CREATE TEMP TABLE sync_pass_frontier (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP; \
+    CREATE TEMP TABLE sync_pass_candidates (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP";
+
+/// The held rows touched, for every replica or for one.
+const TOUCHED_AND_HELD: &str = "\
+    INSERT INTO sync_pass_question \
+    SELECT h.replica, h.table_name, h.key \
+    FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
+    JOIN sync.held h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key \
+    WHERE t.replica IS NULL AND h.leaving IS NULL \
+    UNION \
+    SELECT h.replica, h.table_name, h.key \
+    FROM sync_pass_touched t JOIN sync_pass_current r ON r.id = t.replica \
+    JOIN sync.held h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key \
+    WHERE h.leaving IS NULL";
+
+/// Rows reached from the frontier that the replica holds (not leaving) and
+/// that are not in question yet: in question now, and the next frontier.
+const QUESTION_HELD_REACHED: &str = "\
+    WITH added AS ( \
+        INSERT INTO sync_pass_question \
+        SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c \
+        JOIN sync.held h ON h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key \
+        WHERE h.leaving IS NULL AND NOT EXISTS ( \
+            SELECT 1 FROM sync_pass_question q \
+            WHERE q.replica = c.replica AND q.table_name = c.table_name AND q.key = c.key) \
+        RETURNING replica, table_name, key) \
+    INSERT INTO sync_pass_frontier SELECT * FROM added";
+
+/// The rows whose reasons to be held may have changed, for each replica.
+const CANDIDATES: &str = "\
+    INSERT INTO sync_pass_candidates \
+    SELECT r.id, t.table_name, t.key FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
+    WHERE t.replica IS NULL \
+    UNION SELECT t.replica, t.table_name, t.key FROM sync_pass_touched t \
+    JOIN sync_pass_current r ON r.id = t.replica \
+    UNION SELECT replica, table_name, key FROM sync_pass_question";
+
+/// Rows reached from the frontier that are not kept yet: kept now; those
+/// the replica lacks, or that are in question, are the next frontier.
+const KEEP_REACHED: &str = "\
+    WITH added AS ( \
+        INSERT INTO sync_pass_want \
+        SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c \
+        WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
+                          WHERE w.replica = c.replica AND w.table_name = c.table_name AND w.key = c.key) \
+          AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+                          WHERE b.table_name = c.table_name AND b.key = c.key) \
+        RETURNING replica, table_name, key) \
+    INSERT INTO sync_pass_frontier SELECT a.* FROM added a \
+    WHERE NOT EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = a.replica \
+                      AND h.table_name = a.table_name AND h.key = a.key AND h.leaving IS NULL) \
+       OR EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = a.replica \
+                  AND q.table_name = a.table_name AND q.key = a.key)";
+
+/// What is kept and lacked, held at an older version, or refused, is sent.
+const PLAN_SENDS: &str = "\
+    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+    SELECT w.replica, w.table_name, w.key, 'u', coalesce(c.note, h.note, 0) \
+    FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_want) AS w \
+    LEFT JOIN sync.held h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key \
+    LEFT JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key \
+    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused IS NOT NULL";
+
+/// What is in question and not kept is taken back.
+const PLAN_TAKE_BACKS: &str = "\
+    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+    SELECT q.replica, q.table_name, q.key, 'd', coalesce(c.note, h.note, 0) \
+    FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_question) AS q \
+    JOIN sync.held h ON h.replica = q.replica AND h.table_name = q.table_name AND h.key = q.key \
+    LEFT JOIN sync_pass_changed c ON c.table_name = q.table_name AND c.key = q.key \
+    WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
+                      WHERE w.replica = q.replica AND w.table_name = q.table_name AND w.key = q.key)";
+
+/// Plans the changes of every replica kept up to date.
+pub fn plan_changes(tables: &[Declared]) {
+    spi::run(CURRENT);
+    let nothing_to_do = spi::one::<bool>(
+        "SELECT NOT EXISTS (SELECT 1 FROM sync_pass_current) \
+             OR NOT EXISTS (SELECT 1 FROM sync_pass_touched)",
+        &[],
+    )
+    .unwrap_or(true);
+    if nothing_to_do {
+        return;
+    }
+    spi::run(WORK_TABLES);
+    let closes = closes_over_anything(tables);
+    gather_questions(tables, closes);
+    keep(tables, closes);
+    spi::run("ANALYZE sync_pass_want, sync_pass_question");
+    spi::run(PLAN_SENDS);
+    spi::run(PLAN_TAKE_BACKS);
+}
+
+/// Step 1: the rows in question, closed over what leaned on them.
+fn gather_questions(tables: &[Declared], closes: bool) {
+    spi::run(TOUCHED_AND_HELD);
+    if !closes {
+        return;
+    }
+    spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_question");
+    loop {
+        reach_held_versions(tables);
+        spi::run("TRUNCATE sync_pass_frontier");
+        spi::run(QUESTION_HELD_REACHED);
+        spi::run("DROP TABLE sync_pass_reached");
+        if spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+}
+
+/// What the held versions of the frontier's rows point at, and the rows
+/// whose held versions follow them, as `sync_pass_reached`: the rows as they
+/// are, and what pending notes say they pointed at before.
+fn reach_held_versions(tables: &[Declared]) {
+    reach_from_frontier(tables);
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        for (index, reference) in table.references.iter().enumerate() {
+            // What the frontier's rows pointed at before their changes.
+            spi::run(&format!(
+                "INSERT INTO sync_pass_reached \
+                 SELECT f.replica, o.parent, o.parent_key FROM sync_pass_frontier f \
+                 JOIN sync_pass_old_pointers o ON o.table_name = f.table_name AND o.key = f.key \
+                 WHERE o.table_name = {name} AND o.reference = {index}",
+                name = quote_literal(&table.name),
+            ));
+            if table.followed() == Some(reference) {
+                // The rows that followed the frontier's rows before they
+                // changed.
+                spi::run(&format!(
+                    "INSERT INTO sync_pass_reached \
+                     SELECT f.replica, o.table_name, o.key FROM sync_pass_frontier f \
+                     JOIN sync_pass_old_pointers o ON o.parent = f.table_name \
+                       AND o.parent_key = f.key \
+                     WHERE o.table_name = {name} AND o.reference = {index}",
+                    name = quote_literal(&table.name),
+                ));
+            }
+        }
+    }
+}
+
+/// Step 2: what each replica keeps.
+fn keep(tables: &[Declared], closes: bool) {
+    spi::run(CANDIDATES);
+    spi::run("ANALYZE sync_pass_candidates, sync_pass_question");
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        if let Some(rows) = rule_rows(table, "sync_pass_current", Some("sync_pass_candidates")) {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_want SELECT * FROM ({rows}) AS s"
+            ));
+        }
+    }
+    if closes {
+        keep_what_others_lean_on(tables);
+        keep_followers_of_what_stays(tables);
+    }
+    // What cannot go is never kept: it is taken back where it is held.
+    spi::run(
+        "DELETE FROM sync_pass_want w USING sync_pass_blocked b \
+         WHERE w.table_name = b.table_name AND w.key = b.key",
+    );
+    if !closes {
+        return;
+    }
+    spi::run(
+        "INSERT INTO sync_pass_frontier SELECT w.* FROM sync_pass_want w \
+         WHERE NOT EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = w.replica \
+                           AND h.table_name = w.table_name AND h.key = w.key AND h.leaving IS NULL) \
+            OR EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = w.replica \
+                       AND q.table_name = w.table_name AND q.key = w.key)",
+    );
+    loop {
+        reach_from_frontier(tables);
+        spi::run("TRUNCATE sync_pass_frontier");
+        spi::run(KEEP_REACHED);
+        spi::run("DROP TABLE sync_pass_reached");
+        if spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+}
+
+/// The rows in question that a row the replica holds outside them points
+/// at, or that follow one: kept, as they are held, whatever else changed.
+fn keep_what_others_lean_on(tables: &[Declared]) {
+    let held_outside = |alias: &str| {
+        format!(
+            "EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = {alias}.replica \
+             AND h.table_name = {alias}.table_name AND h.key = {alias}.key AND h.leaving IS NULL) \
+             AND NOT EXISTS (SELECT 1 FROM sync_pass_question q2 WHERE q2.replica = {alias}.replica \
+             AND q2.table_name = {alias}.table_name AND q2.key = {alias}.key)"
+        )
+    };
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        for (index, reference) in table.references.iter().enumerate() {
+            let name = quote_literal(&table.name);
+            // Children as they are, and as pending notes say they were.
+            let pointing = format!(
+                "SELECT c.* FROM ({children}) AS c(replica, table_name, key) \
+                 UNION SELECT q.replica, o.table_name, o.key FROM sync_pass_question q \
+                 JOIN sync_pass_old_pointers o ON o.parent = q.table_name AND o.parent_key = q.key \
+                 WHERE o.table_name = {name} AND o.reference = {index}",
+                children = children(table, reference, "sync_pass_question"),
+            );
+            spi::run(&format!(
+                "INSERT INTO sync_pass_want \
+                 SELECT q.replica, q.table_name, q.key FROM sync_pass_question q \
+                 WHERE q.table_name = {parent} AND EXISTS ( \
+                     SELECT 1 FROM ({pointing}) AS x(replica, table_name, key) \
+                     WHERE x.replica = q.replica AND {outside} \
+                       AND ({points_at_q}))",
+                parent = quote_literal(&reference.parent),
+                outside = held_outside("x"),
+                points_at_q = points_at(table, index, "x", "q"),
+            ));
+            if table.followed() == Some(reference) {
+                // A row in question that follows a row held outside.
+                spi::run(&format!(
+                    "INSERT INTO sync_pass_want \
+                     SELECT q.replica, q.table_name, q.key FROM sync_pass_question q \
+                     WHERE q.table_name = {name} AND EXISTS ( \
+                         SELECT 1 FROM ({followed}) AS x(replica, table_name, key) \
+                         WHERE x.replica = q.replica AND x.key = q.key AND x.table_name = q.table_name)",
+                    followed = followed_held_outside(table, index, &held_outside("p")),
+                ));
+            }
+        }
+    }
+}
+
+/// A touched row of a following table goes where its parent is: kept when
+/// the replica holds its parent outside the rows in question (a parent that
+/// is kept otherwise brings its followers along in the rounds that follow).
+fn keep_followers_of_what_stays(tables: &[Declared]) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        let Some(followed) = table.followed() else {
+            continue;
+        };
+        spi::run(&format!(
+            "INSERT INTO sync_pass_want \
+             SELECT c.replica, c.table_name, c.key FROM sync_pass_candidates c \
+             JOIN {rel} AS t ON c.table_name = {name} AND {is_c} \
+             JOIN sync.held h ON h.replica = c.replica AND h.table_name = {parent} \
+                  AND h.key = {parent_key} AND h.leaving IS NULL \
+             WHERE NOT EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = h.replica \
+                               AND q.table_name = h.table_name AND q.key = h.key)",
+            rel = table.relation,
+            name = quote_literal(&table.name),
+            is_c = row_is(table, "t", "c.key"),
+            parent = quote_literal(&followed.parent),
+            parent_key = key_text_of("t", &followed.columns),
+        ));
+    }
+}
+
+/// The condition that row `x` of `table` (as it is, or as a pending note
+/// says it was) points at row `q` through reference `index`.
+fn points_at(table: &Declared, index: usize, x: &str, q: &str) -> String {
+    let reference = &table.references[index];
+    format!(
+        "EXISTS (SELECT 1 FROM {rel} AS t WHERE {is_x} AND {key} = {q}.key) \
+         OR EXISTS (SELECT 1 FROM sync_pass_old_pointers o WHERE o.table_name = {x}.table_name \
+                    AND o.key = {x}.key AND o.reference = {index} AND o.parent_key = {q}.key)",
+        rel = table.relation,
+        is_x = row_is(table, "t", &format!("{x}.key")),
+        key = key_text_of("t", &reference.columns),
+    )
+}
+
+/// The rows in question of a following table whose parent (as it is, or
+/// as a pending note says it was) is held outside the rows in question.
+fn followed_held_outside(table: &Declared, index: usize, outside: &str) -> String {
+    let reference = &table.references[index];
+    let name = quote_literal(&table.name);
+    format!(
+        "SELECT q.replica, q.table_name, q.key FROM sync_pass_question q \
+         JOIN {rel} AS t ON q.table_name = {name} AND {is_q} \
+         JOIN LATERAL (SELECT q.replica, {parent} AS table_name, {parent_key} AS key) AS p ON true \
+         WHERE {outside} \
+         UNION \
+         SELECT q.replica, q.table_name, q.key FROM sync_pass_question q \
+         JOIN sync_pass_old_pointers o ON o.table_name = q.table_name AND o.key = q.key \
+         JOIN LATERAL (SELECT q.replica, o.parent AS table_name, o.parent_key AS key) AS p ON true \
+         WHERE q.table_name = {name} AND o.reference = {index} AND {outside}",
+        rel = table.relation,
+        is_q = row_is(table, "t", "q.key"),
+        parent = quote_literal(&reference.parent),
+        parent_key = key_text_of("t", &reference.columns),
+    )
+}

@@ -1,0 +1,202 @@
+//! Step 1 of a pass: what each replica should be sent.
+//!
+//! Set-based, in temporary tables of the relay's transaction, all in its one
+//! REPEATABLE READ snapshot:
+//! - `sync_pass_notes`: the notes to plan (every note there is, up to a
+//!   batch; never "after the last one read": a note with a lower id can
+//!   commit later);
+//! - `sync_pass_changed`: the rows they name, with the newest note of each
+//!   the snapshot sees (a replica recorded at that version lacks none of its
+//!   changes);
+//! - `sync_pass_touched`: the rows whose reasons to be held may have
+//!   changed, for every replica or for one;
+//! - `sync_pass_old_pointers`: what pending notes say rows pointed at before
+//!   their changes;
+//! - `sync_pass_plan`: per replica, the rows to send ('u') and to take back
+//!   ('d'), worked out from scratch for a replica being provisioned
+//!   (snapshot.rs), and around what changed for the others
+//!   (incremental.rs).
+
+mod incremental;
+mod reach;
+mod snapshot;
+
+use crate::catalog::table_sql::{key_text_of, quote_literal};
+use crate::catalog::{Declared, Rule};
+use crate::spi;
+
+const READ_NOTES: &str = "\
+    CREATE TEMP TABLE sync_pass_notes ON COMMIT DROP AS \
+    SELECT ctid AS at, id, table_name, key FROM sync.notes ORDER BY id LIMIT $1";
+
+/// Groups' changes: a row joining or leaving a group, a group given to or
+/// taken from a replica.
+const READ_GROUP_NOTES: &str = "\
+    CREATE TEMP TABLE sync_pass_group_notes ON COMMIT DROP AS \
+    SELECT id, table_name, group_key, key, replica FROM sync.group_notes ORDER BY id LIMIT $1";
+
+/// A row's version is its newest note the snapshot sees, in the batch or
+/// beyond it: a replica recorded at that version lacks none of its changes.
+const CHANGED_ROWS: &str = "\
+    CREATE TEMP TABLE sync_pass_changed ON COMMIT DROP AS \
+    SELECT n.table_name, n.key, max(n.id) AS note FROM sync.notes n \
+    WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key) \
+    GROUP BY n.table_name, n.key";
+
+const TOUCHED: &str = "\
+    CREATE TEMP TABLE sync_pass_touched ON COMMIT DROP AS \
+    SELECT NULL::uuid AS replica, table_name, key FROM sync_pass_changed \
+    UNION SELECT NULL::uuid, table_name, key FROM sync_pass_group_notes WHERE key IS NOT NULL";
+
+/// A row set aside that changed since may go through now.
+const RELEASE_CHANGED: &str = "\
+    DELETE FROM sync.quarantine q USING sync_pass_changed c \
+    WHERE q.table_name = c.table_name AND q.key = c.key AND c.note > q.note";
+
+/// Rows whose retry is due are planned again, for every replica.
+const RELEASE_DUE: &str = "\
+    WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table_name, key) \
+    INSERT INTO sync_pass_touched SELECT NULL, table_name, key FROM due";
+
+/// Rows a replica refused are sent it again (or their deletes) when their
+/// retry is due, or when a relay starts: a deploy on either side may have
+/// fixed the cause. For that replica only.
+const REFUSED_DUE: &str = "\
+    WITH due AS ( \
+        UPDATE sync.held SET retry_at = now() + current_setting('magic_sync.retry_every')::interval \
+        WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) \
+        RETURNING replica, table_name, key) \
+    INSERT INTO sync_pass_touched SELECT replica, table_name, key FROM due";
+
+/// What cannot go: the rows set aside, and, a round at a time, every row
+/// that points at one (a row that follows one points at it).
+const BLOCKED: &str = "\
+    CREATE TEMP TABLE sync_pass_blocked ON COMMIT DROP AS \
+    SELECT NULL::uuid AS replica, table_name, key FROM sync.quarantine";
+
+const OLD_POINTERS: &str = "\
+    CREATE TEMP TABLE sync_pass_old_pointers ( \
+        table_name text COLLATE \"C\", key text COLLATE \"C\", reference int, parent text COLLATE \"C\", parent_key text COLLATE \"C\") ON COMMIT DROP";
+
+const REPLICAS: &str = "\
+    CREATE TEMP TABLE sync_pass_replicas ON COMMIT DROP AS \
+    SELECT id, provision, partition FROM sync.replicas WHERE live";
+
+const PLAN: &str = "\
+    CREATE TEMP TABLE sync_pass_plan ( \
+        replica uuid NOT NULL, table_name text COLLATE \"C\" NOT NULL, key text COLLATE \"C\" NOT NULL, \
+        op text NOT NULL, note bigint NOT NULL) ON COMMIT DROP";
+
+/// Reads the pending notes and works out what every live replica is sent.
+/// Answers how many notes it read.
+pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> i64 {
+    spi::run_with(READ_NOTES, &[notes_per_pass.into()]);
+    spi::run_with(READ_GROUP_NOTES, &[notes_per_pass.into()]);
+    spi::run(CHANGED_ROWS);
+    spi::run(TOUCHED);
+    touch_groups_given_or_taken(tables);
+    if retry_all {
+        spi::run("UPDATE sync.quarantine SET retry_at = now()");
+    }
+    spi::run(RELEASE_CHANGED);
+    spi::run(RELEASE_DUE);
+    spi::run_with(REFUSED_DUE, &[retry_all.into()]);
+    block(tables);
+    read_old_pointers(tables);
+    // Temporary tables have no statistics until analyzed: without them the
+    // planner takes a million rows for a few.
+    spi::run("ANALYZE sync_pass_changed, sync_pass_touched, sync_pass_old_pointers");
+    spi::run(REPLICAS);
+    spi::run("ANALYZE sync_pass_replicas");
+    spi::run(PLAN);
+    snapshot::plan_snapshots(tables);
+    incremental::plan_changes(tables);
+    spi::run("ANALYZE sync_pass_plan");
+    spi::one::<i64>(
+        "SELECT (SELECT count(*) FROM sync_pass_notes) + (SELECT count(*) FROM sync_pass_group_notes)",
+        &[],
+    )
+    .unwrap_or(0)
+}
+
+/// A group given to or taken from a replica touches, for that replica, the
+/// rows that are members of the group.
+fn touch_groups_given_or_taken(tables: &[Declared]) {
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        let Rule::Grouped { members, .. } = &table.rule else {
+            continue;
+        };
+        spi::run(&format!(
+            "INSERT INTO sync_pass_touched \
+             SELECT DISTINCT g.replica, g.table_name, {member} \
+             FROM sync_pass_group_notes g JOIN {relation} AS m ON {group} = g.group_key \
+             WHERE g.table_name = {name} AND g.replica IS NOT NULL AND {member} IS NOT NULL",
+            member = key_text_of("m", &members.row),
+            group = key_text_of("m", &members.group),
+            relation = members.relation,
+            name = quote_literal(&table.name),
+        ));
+    }
+}
+
+/// The rows that cannot go (`sync_pass_blocked`), which are also touched:
+/// a replica holding an older version of one has it taken back.
+fn block(tables: &[Declared]) {
+    spi::run(BLOCKED);
+    let empty = spi::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]);
+    if empty.unwrap_or(true) {
+        return;
+    }
+    spi::run(
+        "CREATE TEMP TABLE sync_pass_frontier ON COMMIT DROP AS SELECT * FROM sync_pass_blocked",
+    );
+    loop {
+        let mut pointing = Vec::new();
+        for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+            for reference in &table.references {
+                pointing.push(reach::children(table, reference, "sync_pass_frontier"));
+            }
+        }
+        if pointing.is_empty() {
+            break;
+        }
+        spi::run(&format!(
+            "CREATE TEMP TABLE sync_pass_reached ON COMMIT DROP AS \
+             SELECT DISTINCT NULL::uuid AS replica, table_name, key \
+             FROM ({}) AS c(replica, table_name, key) \
+             WHERE NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+                               WHERE b.table_name = c.table_name AND b.key = c.key)",
+            pointing.join(" UNION ")
+        ));
+        spi::run("INSERT INTO sync_pass_blocked SELECT * FROM sync_pass_reached");
+        spi::run("TRUNCATE sync_pass_frontier");
+        spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_reached");
+        spi::run("DROP TABLE sync_pass_reached");
+        if spi::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_frontier)", &[])
+            .unwrap_or(true)
+        {
+            break;
+        }
+    }
+    spi::run("DROP TABLE sync_pass_frontier");
+    spi::run("INSERT INTO sync_pass_touched SELECT * FROM sync_pass_blocked");
+}
+
+/// What every pending note says its row pointed at before the change, per
+/// reference (`parents_before` is in the order of the table's references).
+fn read_old_pointers(tables: &[Declared]) {
+    spi::run(OLD_POINTERS);
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        for (index, reference) in table.references.iter().enumerate() {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_old_pointers \
+                 SELECT DISTINCT n.table_name, n.key, {index}, {parent}, n.parents_before[{at}] \
+                 FROM sync.notes n \
+                 WHERE n.table_name = {name} AND n.parents_before[{at}] IS NOT NULL",
+                parent = quote_literal(&reference.parent),
+                name = quote_literal(&table.name),
+                at = index + 1,
+            ));
+        }
+    }
+}

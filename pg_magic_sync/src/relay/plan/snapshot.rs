@@ -1,0 +1,154 @@
+//! What a replica being provisioned is sent: everything it should hold,
+//! worked out from scratch. The rows its tables' rules send it, then, a
+//! round at a time, every row those point at and every row that follows
+//! them, until a round adds nothing.
+//!
+//! A table every row of which goes (broadcast, no view, nothing set aside)
+//! is not listed row by row: `sync_pass_whole` says the replica is sent all
+//! of it, and its rows are read straight from the table as they are packed.
+
+use super::reach::{followers, in_partition_of, parents, rule_rows};
+use crate::catalog::table_sql::{key_of, quote_literal};
+use crate::catalog::{Declared, Rule};
+use crate::spi;
+
+const PROVISIONING: &str = "\
+    CREATE TEMP TABLE sync_pass_provisioning ON COMMIT DROP AS \
+    SELECT id, partition FROM sync_pass_replicas WHERE provision; \
+    CREATE TEMP TABLE sync_pass_whole (replica uuid, table_name text COLLATE \"C\") ON COMMIT DROP";
+
+const FRONTIER: &str = "\
+    CREATE TEMP TABLE sync_pass_frontier (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP";
+
+/// Rows of the frontier not planned for their replica yet: added to the
+/// plan, and kept as the next round's frontier.
+const ADVANCE: &str = "\
+    WITH added AS ( \
+        INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+        SELECT DISTINCT c.replica, c.table_name, c.key, 'u', 0 FROM sync_pass_reached c \
+        WHERE NOT EXISTS (SELECT 1 FROM sync_pass_plan p WHERE p.replica = c.replica \
+                          AND p.table_name = c.table_name AND p.key = c.key) \
+          AND NOT EXISTS (SELECT 1 FROM sync_pass_whole w \
+                          WHERE w.replica = c.replica AND w.table_name = c.table_name) \
+          AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+                          WHERE b.table_name = c.table_name AND b.key = c.key) \
+        RETURNING replica, table_name, key) \
+    INSERT INTO sync_pass_frontier SELECT * FROM added";
+
+/// A snapshot row's version: the newest note of it the pass sees, or 0.
+const VERSIONS: &str = "\
+    UPDATE sync_pass_plan p SET note = n.note \
+    FROM (SELECT table_name, key, max(id) AS note FROM sync.notes GROUP BY table_name, key) AS n, \
+         sync_pass_provisioning r \
+    WHERE p.replica = r.id AND p.table_name = n.table_name AND p.key = n.key";
+
+/// Plans every row each replica being provisioned should hold.
+pub fn plan_snapshots(tables: &[Declared]) {
+    spi::run(PROVISIONING);
+    if spi::one::<i64>("SELECT count(*) FROM sync_pass_provisioning", &[]).unwrap_or(0) == 0 {
+        return;
+    }
+    let whole: Vec<&Declared> = tables.iter().filter(|t| goes_whole(t)).collect();
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        if whole.iter().any(|w| w.name == table.name) {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_whole SELECT id, {} FROM sync_pass_provisioning",
+                quote_literal(&table.name)
+            ));
+        } else if let Some(rows) = rule_rows(table, "sync_pass_provisioning", None) {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+                 SELECT s.*, 'u', 0 FROM ({rows}) AS s"
+            ));
+        }
+    }
+    // What cannot go is never planned: nor is anything that points at it.
+    spi::run(
+        "DELETE FROM sync_pass_plan p USING sync_pass_blocked b, sync_pass_provisioning r \
+         WHERE p.replica = r.id AND p.table_name = b.table_name AND p.key = b.key",
+    );
+    if closes_over_anything(tables) {
+        spi::run(FRONTIER);
+        spi::run(
+            "INSERT INTO sync_pass_frontier SELECT p.replica, p.table_name, p.key \
+             FROM sync_pass_plan p JOIN sync_pass_provisioning r ON r.id = p.replica",
+        );
+        // A whole table's rows are the first frontier too, where they point
+        // at parents or are followed.
+        let reaching = whole
+            .iter()
+            .filter(|t| !t.references.is_empty() || is_followed(t, tables));
+        for table in reaching {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_frontier SELECT w.replica, w.table_name, {key} \
+                 FROM sync_pass_whole w JOIN sync_pass_provisioning r ON r.id = w.replica \
+                 JOIN {rel} AS t ON w.table_name = {name}{within}",
+                key = key_of(table, "t"),
+                rel = table.relation,
+                name = quote_literal(&table.name),
+                within = in_partition_of(table, "t", "r"),
+            ));
+        }
+        while close_one_round(tables) > 0 {}
+        spi::run("DROP TABLE sync_pass_frontier");
+    }
+    spi::run(VERSIONS);
+}
+
+/// Whether every row of a table goes to every replica being provisioned (of
+/// its partition): then it is sent whole, without listing its rows.
+fn goes_whole(table: &Declared) -> bool {
+    table.mirror.goes_down()
+        && table.rule == Rule::Broadcast
+        && table.active.is_none()
+        && spi::one::<bool>(
+            "SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked WHERE table_name = $1)",
+            &[table.name.as_str().into()],
+        )
+        .unwrap_or(false)
+}
+
+/// Whether some table follows this one.
+fn is_followed(table: &Declared, tables: &[Declared]) -> bool {
+    tables
+        .iter()
+        .any(|t| t.followed().is_some_and(|r| r.parent == table.name))
+}
+
+/// Whether any table points at another or follows one: if none does, what
+/// the rules send is the whole of it.
+pub fn closes_over_anything(tables: &[Declared]) -> bool {
+    tables
+        .iter()
+        .any(|t| t.mirror.goes_down() && !t.references.is_empty())
+}
+
+/// The parents and followers of the frontier, as `sync_pass_reached`.
+pub fn reach_from_frontier(tables: &[Declared]) {
+    let mut reached: Vec<String> = Vec::new();
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        for reference in &table.references {
+            reached.push(parents(table, reference, "sync_pass_frontier"));
+        }
+        reached.extend(followers(table, "sync_pass_frontier"));
+    }
+    let union = if reached.is_empty() {
+        "SELECT NULL::uuid, NULL::text, NULL::text WHERE false".to_owned()
+    } else {
+        reached.join(" UNION ")
+    };
+    spi::run(&format!(
+        "CREATE TEMP TABLE sync_pass_reached ON COMMIT DROP AS \
+         SELECT * FROM ({union}) AS u(replica, table_name, key)"
+    ));
+}
+
+/// One round: what the frontier reaches that is not planned yet becomes
+/// the next frontier. Answers how many rows the round added.
+fn close_one_round(tables: &[Declared]) -> i64 {
+    reach_from_frontier(tables);
+    spi::run("TRUNCATE sync_pass_frontier");
+    spi::run(ADVANCE);
+    spi::run("DROP TABLE sync_pass_reached");
+    spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0)
+}

@@ -1,0 +1,802 @@
+//! Step 3 of a pass: the plan packed into messages, numbered, sealed and
+//! written to each replica's outbox, with what they carry recorded as held
+//! (or leaving), all in the pass's transaction.
+//!
+//! Replicas whose plans are the same (every replica, for a change to a
+//! broadcast table) form a cohort: the cohort's rows are packed once into
+//! bodies stored once, and each replica's messages are its own heads in
+//! front of those bodies. Rows are read a chunk at a time and written a few
+//! bodies at a time, so memory holds a chunk and the bodies being written,
+//! never the plan.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use pgrx::prelude::*;
+use uuid::Uuid;
+
+use magic_sync_proto::limits::Limits;
+
+use crate::catalog::table_sql::{key_matches, key_of, quote_ident, quote_literal, row_bytes};
+use crate::catalog::Declared;
+use crate::message::envelope::{self, Head, Kind};
+use crate::message::pack::{Op, Packer};
+use crate::message::seal::{self, Sealed};
+use crate::relay::epochs::Epoch;
+use crate::relay::steps::Steps;
+use crate::spi::{self, from_pg, to_pg};
+use magic_sync_proto::key::KeyType;
+
+/// What recording wrote.
+#[derive(Debug, Default)]
+pub struct Recorded {
+    pub messages: i64,
+    pub bodies: i64,
+    pub provisioned: i64,
+    /// Rows no message can carry, even alone: when there are any, what was
+    /// written is undone, and the pass is planned again around them.
+    pub unsendable: Vec<TooLarge>,
+}
+
+/// A row no message can carry, even alone: it must be set aside, and the
+/// pass planned again around it.
+#[derive(Debug)]
+pub struct TooLarge {
+    pub table: String,
+    pub key: String,
+    pub note: i64,
+    pub reason: String,
+}
+
+/// Which tables each cohort has rows of, to delete and to upsert ('w': the
+/// whole table).
+const PARTS: &str = "\
+    SELECT DISTINCT r.cohort, r.replica, p.table_name, p.op \
+    FROM sync_pass_representatives r JOIN sync_pass_plan p ON p.replica = r.replica \
+    UNION SELECT r.cohort, r.replica, w.table_name, 'w' \
+    FROM sync_pass_representatives r JOIN sync_pass_whole w ON w.replica = r.replica \
+    ORDER BY 1";
+
+const MEMBERS: &str = "\
+    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce \
+    FROM sync_pass_cohorts c JOIN sync.replicas s ON s.id = c.replica \
+    ORDER BY c.cohort, c.replica";
+
+/// A replica provisioned again holds nothing the server knows of until its
+/// snapshot's rows are recorded.
+const FORGET_PROVISIONED: &str = "\
+    DELETE FROM sync.held h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica";
+
+const STORE_BODIES: &str = "\
+    INSERT INTO sync.bodies (bytes) \
+    SELECT b FROM unnest($1::bytea[]) WITH ORDINALITY AS u(b, n) ORDER BY n RETURNING id";
+
+const WRITE_OUTBOX: &str = "\
+    INSERT INTO sync.outbox (replica, position, id, kind, head, body) \
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::bigint[])";
+
+/// Which message carried each row, for every replica that was sent it.
+const CARRIED: &str = "\
+    SELECT m.replica, r.table_name, r.key, r.note, m.sequence, r.op, m.fresh \
+    FROM unnest($1::int[], $2::uuid[], $3::bigint[], $9::bool[]) AS m(body, replica, sequence, fresh) \
+    JOIN unnest($4::int[], $5::text[], $6::text[], $7::bigint[], $8::text[]) \
+         AS r(body, table_name, key, note, op) ON r.body = m.body";
+
+const ADVANCE_CHAINS: &str = "\
+    UPDATE sync.replicas s SET epoch = $1, last_sequence = u.last_sequence, \
+        last_nonce = u.last_nonce, provision = false, \
+        snapshot_id = coalesce(u.snapshot_id, s.snapshot_id), \
+        snapshot_sequence = coalesce(u.snapshot_sequence, s.snapshot_sequence) \
+    FROM unnest($2::uuid[], $3::bigint[], $4::bigint[], $5::uuid[], $6::bigint[]) \
+         AS u(id, last_sequence, last_nonce, snapshot_id, snapshot_sequence) \
+    WHERE s.id = u.id";
+
+/// Write what waits once it holds this many rows or bytes.
+const FLUSH_ROWS: usize = 20_000;
+const FLUSH_BYTES: usize = 8 << 20;
+
+/// Packs, numbers, seals and records every cohort's messages. When a row no
+/// message can carry turns up, the pass goes on to find every such row, and
+/// answers them all (sql/relay.sql undoes the pass, sets them aside and
+/// plans again).
+pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut Steps) -> Recorded {
+    spi::run(FORGET_PROVISIONED);
+    let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables), steps);
+    let mut too_large = Vec::new();
+    let partitions = partitions();
+    for (cohort, parts) in parts_by_cohort() {
+        let mut packing = Packing::new(cohort, limits);
+        // Parents' rows first, then deletes, children first: a row that
+        // moves to another parent points at the new one before the old one
+        // goes. (A unique value a delete frees for an upsert is taken when
+        // the replica tries the upsert again after the whole message.)
+        let upserts = tables.iter().map(|t| (t, Op::Upsert));
+        let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
+        for (table, op) in upserts.chain(deletes) {
+            let Some(part) = parts.get(&(table.name.clone(), op)) else {
+                continue;
+            };
+            let sql = match part {
+                Part::Whole(replica) => rows_of_whole(table, partitions.get(replica)),
+                Part::Listed(replica) => rows_of_part(table, op, *replica),
+            };
+            let mut reading = Instant::now();
+            // A whole table is read in key order from its own pages, sorted:
+            // through its key's index the heap is read a row at a time in
+            // random order, several times slower than a scan and a sort.
+            let index_scans = matches!(part, Part::Whole(_)).then(|| {
+                let setting = spi::one::<String>("SELECT current_setting('enable_indexscan')", &[]);
+                spi::run("SELECT set_config('enable_indexscan', 'off', true)");
+                setting.unwrap_or_else(|| "on".to_owned())
+            });
+            spi::for_each_chunk(
+                &sql,
+                2_000,
+                |row| Planned::read(&table.name, op, row),
+                |rows| {
+                    writer.steps.add("record.read", reading.elapsed());
+                    let packing_started = Instant::now();
+                    for row in rows {
+                        if let Err(refused) = packing.push(row, &mut writer) {
+                            too_large.push(refused);
+                        }
+                    }
+                    writer.steps.add("record.pack", packing_started.elapsed());
+                    writer.flush_if_full();
+                    reading = Instant::now();
+                },
+            );
+            if let Some(setting) = index_scans {
+                spi::run_with(
+                    "SELECT set_config('enable_indexscan', $1, true)",
+                    &[setting.as_str().into()],
+                );
+            }
+        }
+        packing.finish(&mut writer);
+    }
+    let mut recorded = writer.finish();
+    recorded.unsendable = too_large;
+    recorded
+}
+
+impl TooLarge {
+    /// As `sync_internal.set_aside` takes it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"table": self.table, "key": self.key, "note": self.note, "reason": self.reason})
+    }
+}
+
+/// Where a part's rows come from: the plan of a replica, or the whole table.
+#[derive(Clone, Copy)]
+enum Part {
+    Listed(Uuid),
+    Whole(Uuid),
+}
+
+/// Per cohort, the (table, op) parts it has rows of, and the replica whose
+/// plan they are read from.
+fn parts_by_cohort() -> BTreeMap<i32, BTreeMap<(String, Op), Part>> {
+    let mut cohorts: BTreeMap<i32, BTreeMap<(String, Op), Part>> = BTreeMap::new();
+    spi::for_each_chunk(
+        PARTS,
+        10_000,
+        |row| {
+            let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
+            let replica = from_pg(row.get(2).ok().flatten().expect("a replica"));
+            let table: String = row.get(3).ok().flatten().unwrap_or_default();
+            let code = row.get::<String>(4).ok().flatten().unwrap_or_default();
+            let part = if code == "w" {
+                Part::Whole(replica)
+            } else {
+                Part::Listed(replica)
+            };
+            (cohort, table, Op::from_code(&code), part)
+        },
+        |rows| {
+            for (cohort, table, op, part) in rows {
+                cohorts.entry(cohort).or_default().insert((table, op), part);
+            }
+        },
+    );
+    cohorts
+}
+
+/// The partition of every replica of this pass.
+fn partitions() -> BTreeMap<Uuid, Option<String>> {
+    let mut partitions = BTreeMap::new();
+    spi::for_each_chunk(
+        "SELECT id, partition FROM sync_pass_replicas",
+        10_000,
+        |row| {
+            (
+                from_pg(row.get(1).ok().flatten().expect("a replica")),
+                row.get::<String>(2).ok().flatten(),
+            )
+        },
+        |rows| partitions.extend(rows),
+    );
+    partitions
+}
+
+/// Every row of a table sent whole (of the replica's partition), in key
+/// order, at version 0: a note still pending sends it again later, which
+/// only ever repeats a row, never misses one.
+///
+/// The table's own columns are sorted, and each row encoded after: sorting
+/// the encoded rows, several times wider, costs more than encoding them.
+/// The order is what makes recording cheap (what is held is written in the
+/// order of its index), not what makes it right.
+fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String {
+    let within = match (&table.partition, partition.cloned().flatten()) {
+        (Some(column), Some(value)) => format!(
+            " WHERE (t.{})::text = {}",
+            quote_ident(column),
+            quote_literal(&value)
+        ),
+        (Some(column), None) => format!(" WHERE t.{} IS NULL", quote_ident(column)),
+        (None, _) => String::new(),
+    };
+    let order = match table.key_types.as_slice() {
+        // A UUID's text sorts as the UUID does, and the UUID sorts faster.
+        [KeyType::Uuid] => format!("t.{}", quote_ident(&table.key_columns[0])),
+        _ => format!("({}) COLLATE \"C\"", key_of(table, "t")),
+    };
+    let columns: Vec<String> = table
+        .columns
+        .iter()
+        .chain(
+            table
+                .key_columns
+                .iter()
+                .filter(|k| !table.columns.contains(k)),
+        )
+        .map(|c| format!("t.{}", quote_ident(c)))
+        .collect();
+    format!(
+        "SELECT {key}, 0::bigint, \
+                CASE WHEN w.bytes IS NOT NULL THEN w.bytes \
+                     ELSE {bytes} END \
+         FROM (SELECT {columns} FROM {rel} AS t{within} ORDER BY {order} OFFSET 0) AS t \
+         LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = {key}",
+        key = key_of(table, "t"),
+        bytes = row_bytes(table, "t"),
+        columns = columns.join(", "),
+        rel = table.relation,
+        name = quote_literal(&table.name),
+    )
+}
+
+/// The rows of one part of a cohort's plan: keys to delete, or keys, notes
+/// and bytes to upsert (encoded here, unless loaded already because more
+/// than one cohort is sent them). In key order: what is recorded of them is
+/// then written in the order of the index that holds it, which is much the
+/// cheapest.
+fn rows_of_part(table: &Declared, op: Op, representative: Uuid) -> String {
+    let name = quote_literal(&table.name);
+    let replica = quote_literal(&representative.to_string());
+    match op {
+        Op::Delete => format!(
+            "SELECT p.key, p.note, NULL::bytea FROM sync_pass_plan p \
+             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'd' \
+             ORDER BY p.key"
+        ),
+        Op::Upsert => format!(
+            "SELECT p.key, p.note, \
+                    CASE WHEN w.bytes IS NOT NULL THEN w.bytes \
+                         ELSE {bytes} END \
+             FROM sync_pass_plan p \
+             JOIN {rel} AS t ON {matches} \
+             LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = p.key \
+             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'u' \
+             ORDER BY p.key",
+            bytes = row_bytes(table, "t"),
+            rel = table.relation,
+            matches = key_matches(table, "t", "p.key"),
+        ),
+    }
+}
+
+/// A planned row, as the cursor reads it.
+struct Planned {
+    table: String,
+    op: Op,
+    key: String,
+    note: i64,
+    bytes: Option<Vec<u8>>,
+}
+
+impl Planned {
+    fn read(table: &str, op: Op, row: &pgrx::spi::SpiHeapTupleData) -> Planned {
+        Planned {
+            table: table.to_owned(),
+            op,
+            key: row.get(1).ok().flatten().unwrap_or_default(),
+            note: row.get(2).ok().flatten().unwrap_or_default(),
+            bytes: row.get(3).ok().flatten(),
+        }
+    }
+}
+
+/// What is recorded of a row a body carries.
+struct Carried {
+    table: String,
+    key: String,
+    note: i64,
+    op: Op,
+}
+
+/// One cohort's rows being packed into bodies.
+struct Packing {
+    cohort: i32,
+    packer: Packer,
+    /// The rows of the body being filled.
+    open: Vec<Carried>,
+}
+
+impl Packing {
+    fn new(cohort: i32, limits: Limits) -> Packing {
+        Packing {
+            cohort,
+            packer: Packer::new(limits),
+            open: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, row: Planned, writer: &mut Writer) -> Result<(), TooLarge> {
+        if row.op == Op::Upsert && row.bytes.is_none() {
+            // Gone since the plan read it: nothing to send.
+            return Ok(());
+        }
+        let carried = Carried {
+            table: row.table.clone(),
+            key: row.key.clone(),
+            note: row.note,
+            op: row.op,
+        };
+        match self.packer.push(&row.table, row.op, row.key, row.bytes) {
+            Ok(full) => {
+                if let Some(parts) = full {
+                    let rows = std::mem::take(&mut self.open);
+                    writer.body(self.cohort, Kind::Down, envelope::down_body(parts), rows);
+                }
+                self.open.push(carried);
+                Ok(())
+            }
+            Err(too_large) => Err(TooLarge {
+                reason: too_large.to_string(),
+                table: too_large.table,
+                key: too_large.key,
+                note: carried.note,
+            }),
+        }
+    }
+
+    fn finish(self, writer: &mut Writer) {
+        if let Some(parts) = self.packer.finish() {
+            writer.body(
+                self.cohort,
+                Kind::Down,
+                envelope::down_body(parts),
+                self.open,
+            );
+        }
+        writer.end_cohort(self.cohort);
+    }
+}
+
+/// One replica of a cohort, and where its chain stands.
+struct Member {
+    replica: Uuid,
+    provision: bool,
+    snapshot: Option<Uuid>,
+    previous: u64,
+    previous_nonce: u64,
+    first_sequence: Option<u64>,
+    ended: bool,
+}
+
+fn members() -> BTreeMap<i32, Vec<Member>> {
+    let mut cohorts: BTreeMap<i32, Vec<Member>> = BTreeMap::new();
+    spi::for_each_chunk(
+        MEMBERS,
+        10_000,
+        |row| {
+            let provision: bool = row.get(3).ok().flatten().unwrap_or_default();
+            let (previous, previous_nonce) = if provision {
+                (0, 0)
+            } else {
+                (
+                    row.get::<i64>(4).ok().flatten().unwrap_or_default() as u64,
+                    row.get::<i64>(5).ok().flatten().unwrap_or_default() as u64,
+                )
+            };
+            let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
+            let member = Member {
+                replica: from_pg(row.get(2).ok().flatten().expect("a replica id")),
+                provision,
+                snapshot: provision.then(Uuid::new_v4),
+                previous,
+                previous_nonce,
+                first_sequence: None,
+                ended: false,
+            };
+            (cohort, member)
+        },
+        |rows| {
+            for (cohort, member) in rows {
+                cohorts.entry(cohort).or_default().push(member);
+            }
+        },
+    );
+    cohorts
+}
+
+/// The EndSnapshot body every snapshot of this pass ends with: every table
+/// the server sends, parents first.
+fn end_of_snapshot(tables: &[Declared]) -> Vec<u8> {
+    envelope::end_body(tables.iter().map(|t| t.name.clone()).collect())
+}
+
+/// A body waiting to be written, with the cohort that is sent it.
+struct Pending {
+    cohort: i32,
+    kind: Kind,
+    bytes: Vec<u8>,
+    rows: Vec<Carried>,
+}
+
+/// Writes bodies, the messages that carry them and what they carry, a few
+/// bodies at a time.
+struct Writer<'e> {
+    epoch: &'e Epoch,
+    steps: &'e mut Steps,
+    cohorts: BTreeMap<i32, Vec<Member>>,
+    end_body: Vec<u8>,
+    pending: Vec<Pending>,
+    pending_rows: usize,
+    pending_bytes: usize,
+    recorded: Recorded,
+}
+
+impl<'e> Writer<'e> {
+    fn new(
+        epoch: &'e Epoch,
+        cohorts: BTreeMap<i32, Vec<Member>>,
+        end_body: Vec<u8>,
+        steps: &'e mut Steps,
+    ) -> Self {
+        Writer {
+            epoch,
+            steps,
+            cohorts,
+            end_body,
+            pending: Vec::new(),
+            pending_rows: 0,
+            pending_bytes: 0,
+            recorded: Recorded::default(),
+        }
+    }
+
+    fn body(&mut self, cohort: i32, kind: Kind, bytes: Vec<u8>, rows: Vec<Carried>) {
+        self.pending_rows += rows.len();
+        self.pending_bytes += bytes.len();
+        self.pending.push(Pending {
+            cohort,
+            kind,
+            bytes,
+            rows,
+        });
+    }
+
+    /// The end of a cohort's snapshot, for those of its members being
+    /// provisioned.
+    fn end_cohort(&mut self, cohort: i32) {
+        let provisioned = self
+            .cohorts
+            .get(&cohort)
+            .is_some_and(|members| members.iter().any(|m| m.provision));
+        if provisioned {
+            let bytes = self.end_body.clone();
+            self.body(cohort, Kind::End, bytes, Vec::new());
+        }
+        for member in self.cohorts.get_mut(&cohort).into_iter().flatten() {
+            member.ended = true;
+        }
+    }
+
+    fn flush_if_full(&mut self) {
+        if self.pending_rows >= FLUSH_ROWS || self.pending_bytes >= FLUSH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Stores the waiting bodies, and writes every member's message for
+    /// each, and what each carries.
+    fn flush(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_rows = 0;
+        self.pending_bytes = 0;
+        if pending.is_empty() {
+            return;
+        }
+        spi::in_scratch(|| self.write(pending));
+    }
+
+    fn write(&mut self, pending: Vec<Pending>) {
+        let started = Instant::now();
+        let ids = store_bodies(&pending);
+        self.steps.add("record.bodies", started.elapsed());
+        let count: usize = pending.iter().map(|p| self.members_sent(p).count()).sum();
+        let mut numbers = draw_numbers(count).into_iter();
+        let mut outbox = Outbox::default();
+        let mut carried = CarriedBy::default();
+        for (index, (body, id)) in pending.iter().zip(ids).enumerate() {
+            let epoch = self.epoch;
+            let members = self.cohorts.get_mut(&body.cohort).into_iter().flatten();
+            for member in members.filter(|m| body.kind != Kind::End || m.provision) {
+                let sequence = numbers.next().expect("a number for every message") as u64;
+                let head = next_head(epoch, member, sequence);
+                outbox.push(member.replica, body.kind, &head, id);
+                if body.kind == Kind::Down {
+                    carried.message(index as i32, member.replica, sequence, member.provision);
+                }
+            }
+            self.recorded.bodies += 1;
+            for row in &body.rows {
+                carried.row(index as i32, row);
+            }
+        }
+        self.recorded.messages += outbox.replica.len() as i64;
+        let started = Instant::now();
+        outbox.write();
+        self.steps.add("record.outbox", started.elapsed());
+        let started = Instant::now();
+        carried.write();
+        self.steps.add("record.held", started.elapsed());
+    }
+
+    /// The members a body is sent to.
+    fn members_sent<'a>(&'a self, body: &'a Pending) -> impl Iterator<Item = &'a Member> + 'a {
+        self.cohorts
+            .get(&body.cohort)
+            .into_iter()
+            .flatten()
+            .filter(move |m| body.kind != Kind::End || m.provision)
+    }
+
+    /// Writes what waits, ends the snapshot of every member whose cohort had
+    /// nothing to send, and moves every member's chain forward.
+    fn finish(mut self) -> Recorded {
+        let unended: Vec<i32> = self
+            .cohorts
+            .iter()
+            .filter(|(_, members)| members.iter().any(|m| !m.ended))
+            .map(|(cohort, _)| *cohort)
+            .collect();
+        for cohort in unended {
+            self.end_cohort(cohort);
+        }
+        self.flush();
+        write_chains(self.epoch, self.cohorts.values().flatten());
+        self.recorded.provisioned = self
+            .cohorts
+            .values()
+            .flatten()
+            .filter(|m| m.provision)
+            .count() as i64;
+        self.recorded
+    }
+}
+
+/// The next message's head for a member: numbered, chained to its previous
+/// message, with a nonce of its own, sealed.
+fn next_head(epoch: &Epoch, member: &mut Member, sequence: u64) -> Head {
+    let nonce = seal::draw_nonce();
+    let mac = seal::seal(
+        &epoch.secret,
+        &Sealed {
+            replica: member.replica,
+            epoch: epoch.id,
+            sequence,
+            nonce,
+        },
+    );
+    let head = Head {
+        sequence,
+        nonce,
+        previous: member.previous,
+        previous_nonce: member.previous_nonce,
+        epoch: epoch.id,
+        snapshot_id: member.snapshot,
+        mac: mac.to_vec(),
+    };
+    member.first_sequence.get_or_insert(sequence);
+    member.previous = sequence;
+    member.previous_nonce = nonce;
+    head
+}
+
+fn store_bodies(pending: &[Pending]) -> Vec<i64> {
+    let bytes: Vec<Vec<u8>> = pending.iter().map(|p| p.bytes.clone()).collect();
+    let mut ids = Vec::with_capacity(bytes.len());
+    Spi::connect_mut(|client| {
+        let stored = client
+            .update(STORE_BODIES, None, &[bytes.into()])
+            .expect("stores the bodies");
+        ids.extend(stored.map(|row| row.get::<i64>(1).ok().flatten().expect("a body id")));
+    });
+    ids
+}
+
+/// Message numbers drawn from the sequence, in the order they are given.
+fn draw_numbers(count: usize) -> Vec<i64> {
+    let mut numbers = Vec::with_capacity(count);
+    spi::for_each_chunk(
+        &format!("SELECT nextval('sync.message_numbers') FROM generate_series(1, {count})"),
+        10_000,
+        |row| row.get::<i64>(1).ok().flatten().expect("a number"),
+        |chunk| numbers.extend(chunk),
+    );
+    numbers.sort_unstable();
+    numbers
+}
+
+/// Messages for the outbox, written in one statement.
+#[derive(Default)]
+struct Outbox {
+    replica: Vec<pgrx::Uuid>,
+    position: Vec<i64>,
+    id: Vec<String>,
+    kind: Vec<String>,
+    head: Vec<Vec<u8>>,
+    body: Vec<i64>,
+}
+
+impl Outbox {
+    fn push(&mut self, replica: Uuid, kind: Kind, head: &Head, body: i64) {
+        self.replica.push(to_pg(replica));
+        self.position.push(head.sequence as i64);
+        self.id.push(head.transport_id());
+        self.kind.push(kind.name().to_owned());
+        self.head.push(head.encode());
+        self.body.push(body);
+    }
+
+    fn write(self) {
+        if self.replica.is_empty() {
+            return;
+        }
+        spi::run_with(
+            WRITE_OUTBOX,
+            &[
+                self.replica.into(),
+                self.position.into(),
+                self.id.into(),
+                self.kind.into(),
+                self.head.into(),
+                self.body.into(),
+            ],
+        );
+    }
+}
+
+/// The rows some bodies carry, and the messages that carry each body:
+/// recorded as held, or leaving, in two statements.
+#[derive(Default)]
+struct CarriedBy {
+    m_body: Vec<i32>,
+    m_replica: Vec<pgrx::Uuid>,
+    m_sequence: Vec<i64>,
+    /// Whether the replica is being provisioned: it holds nothing yet.
+    m_fresh: Vec<bool>,
+    r_body: Vec<i32>,
+    r_table: Vec<String>,
+    r_key: Vec<String>,
+    r_note: Vec<i64>,
+    r_op: Vec<String>,
+}
+
+impl CarriedBy {
+    fn message(&mut self, body: i32, replica: Uuid, sequence: u64, fresh: bool) {
+        self.m_body.push(body);
+        self.m_replica.push(to_pg(replica));
+        self.m_sequence.push(sequence as i64);
+        self.m_fresh.push(fresh);
+    }
+
+    fn row(&mut self, body: i32, row: &Carried) {
+        self.r_body.push(body);
+        self.r_table.push(row.table.clone());
+        self.r_key.push(row.key.clone());
+        self.r_note.push(row.note);
+        self.r_op
+            .push(if row.op == Op::Delete { "d" } else { "u" }.to_owned());
+    }
+
+    fn write(self) {
+        if self.r_body.is_empty() || self.m_body.is_empty() {
+            return;
+        }
+        // Each statement reads every message and row given: run only those
+        // that have something to do (provisioning has only fresh upserts).
+        let fresh = self.m_fresh.iter().any(|f| *f);
+        let known = self.m_fresh.iter().any(|f| !*f);
+        let upserts = self.r_op.iter().any(|op| op == "u");
+        let deletes = self.r_op.iter().any(|op| op == "d");
+        let args = [
+            self.m_body.into(),
+            self.m_replica.into(),
+            self.m_sequence.into(),
+            self.r_body.into(),
+            self.r_table.into(),
+            self.r_key.into(),
+            self.r_note.into(),
+            self.r_op.into(),
+            self.m_fresh.into(),
+        ];
+        // A replica being provisioned holds nothing yet: nothing to update.
+        if upserts && fresh {
+            spi::run_with(
+                &format!(
+                    "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                     SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
+                     WHERE op = 'u' AND fresh ORDER BY replica, table_name, key"
+                ),
+                &args,
+            );
+        }
+        if upserts && known {
+            spi::run_with(
+                &format!(
+                    "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                     SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
+                     WHERE op = 'u' AND NOT fresh ORDER BY replica, table_name, key \
+                     ON CONFLICT (replica, table_name, key) DO UPDATE \
+                     SET note = excluded.note, sent = excluded.sent, leaving = NULL"
+                ),
+                &args,
+            );
+        }
+        if deletes && known {
+            spi::run_with(
+                &format!(
+                    "UPDATE sync.held h SET leaving = c.sequence, note = c.note \
+                     FROM ({CARRIED}) AS c \
+                     WHERE c.op = 'd' AND h.replica = c.replica \
+                       AND h.table_name = c.table_name AND h.key = c.key"
+                ),
+                &args,
+            );
+        }
+    }
+}
+
+fn write_chains<'a>(epoch: &Epoch, members: impl Iterator<Item = &'a Member>) {
+    let mut id = Vec::new();
+    let mut last_sequence = Vec::new();
+    let mut last_nonce = Vec::new();
+    let mut snapshot_id = Vec::new();
+    let mut snapshot_sequence = Vec::new();
+    for member in members {
+        id.push(to_pg(member.replica));
+        last_sequence.push(member.previous as i64);
+        last_nonce.push(member.previous_nonce as i64);
+        snapshot_id.push(member.snapshot.map(to_pg));
+        snapshot_sequence.push(member.snapshot.and(member.first_sequence).map(|s| s as i64));
+    }
+    if id.is_empty() {
+        return;
+    }
+    spi::run_with(
+        ADVANCE_CHAINS,
+        &[
+            to_pg(epoch.id).into(),
+            id.into(),
+            last_sequence.into(),
+            last_nonce.into(),
+            snapshot_id.into(),
+            snapshot_sequence.into(),
+        ],
+    );
+}
