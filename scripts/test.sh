@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of every crate: proto and replica, the extension's
-# #[pg_test]s, the pg_regress cases, and the end-to-end tests against a real
-# PostgreSQL 15 with the extension installed. Exits non-zero when any fails.
+# Runs every check and test of every crate: formatting and clippy, proto and
+# replica, the extension's #[pg_test]s, the pg_regress cases, and the
+# end-to-end tests against a real PostgreSQL 15 with the extension
+# installed. Exits non-zero when any fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,10 @@ export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 bash scripts/setup.sh
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+say "formatting and lints"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
 
 say "installing the extension into PostgreSQL 15"
 cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG"

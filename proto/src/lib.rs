@@ -5,12 +5,15 @@
 //! - [`key`]: the one text form a row's key is compared in (protocol §3);
 //! - [`json`]: how a row that travels as JSON writes its values (§3);
 //! - [`digest`]: the FNV-1a fingerprint of what a replica holds (§8);
-//! - [`limits`]: how much one message carries (§4.0).
+//! - [`limits`]: how much one message carries (§4.0);
+//! - [`mirror`]: which way a table's rows travel, and how a setting takes a
+//!   wish.
 
 pub mod digest;
 pub mod json;
 pub mod key;
 pub mod limits;
+pub mod mirror;
 
 /// The messages of `proto/sync.proto`.
 pub mod wire {

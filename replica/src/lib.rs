@@ -19,64 +19,50 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The modules, each named after what it does:
-//! - `declare`: the tables a device holds; `codec`: how their rows travel;
-//!   `shape`: how SQLite has them; `links`: the foreign keys between them;
-//! - `schema`: the engine's own tables; `triggers`: the note and refusal
-//!   triggers; `pragmas`: the connection it needs; `key_sql`: keys as SQL;
-//! - `check`: whether a message is one a server sends (`wire`: a `Down`
-//!   read in one pass); `chain`: where it stands against the last applied;
-//!   `receive`: the whole of taking one;
-//! - `apply`: a `Down`'s rows; `upsert`: a row as the upsert that writes
-//!   it; `let_go`: deletes, retiring, and letting retired rows go;
-//!   `snapshot`: remembering and sweeping; `faults`: the rows at fault when
-//!   the commit is refused; `row_json`: values;
-//! - `reject`: rows not taken; `outcome`: what became of each row;
-//! - `state`: the replica's place in the chain; `notes`: its own writes;
-//!   `upload`: the `Up`; `digest`: fingerprints; `backlog`: what waits;
+//! The modules, each named after what it does, in a folder per stage; a
+//! folder uses only the folders before it in this list:
+//! - `error`: what can go wrong; `sql`: small SQLite helpers;
+//! - `model/`, the tables: `declare`: the tables a device holds; `codec`:
+//!   how their rows travel; `shape`: how SQLite has them; `links`: the
+//!   foreign keys between them; `key_sql`: keys as SQL; `row_json`: values;
+//! - `message/`, what the server sends: `check`: whether a message is one a
+//!   server sends (`wire`: a `Down` read in one pass);
+//! - `engine/`, the engine's part of the database: `schema`: the engine's
+//!   own tables; `triggers`: the note and refusal triggers; `pragmas`: the
+//!   connection it needs; `state`: the replica's place in the chain;
+//!   `notes`: its own writes; `reject`: rows not taken;
+//! - `receive/`: the whole of taking one message (`receive/mod.rs`);
+//!   `chain`: where it stands against the last applied; `apply`: a `Down`'s
+//!   rows; `upsert`: a row as the upsert that writes it; `let_go`: deletes,
+//!   retiring, and letting retired rows go; `snapshot`: remembering and
+//!   sweeping; `faults`: the rows at fault when the commit is refused;
+//!   `outcome`: what became of each row;
+//! - `upload/`: the `Up` (`upload/mod.rs`); `digest`: fingerprints;
+//!   `backlog`: what waits;
 //! - `queue` (feature `pg-queue`): the client of the server's queue.
 
 pub use magic_sync_proto as proto;
 
-mod apply;
-mod backlog;
-mod chain;
-pub mod check;
-mod codec;
-mod declare;
-mod digest;
+mod engine;
 mod error;
-mod faults;
-mod key_sql;
-mod let_go;
-mod links;
-mod notes;
-mod outcome;
-mod pragmas;
+mod message;
+mod model;
 #[cfg(feature = "pg-queue")]
 pub mod queue;
 mod receive;
-mod reject;
-mod row_json;
-mod schema;
-mod shape;
-mod snapshot;
 mod sql;
-mod state;
-mod triggers;
 mod upload;
-mod upsert;
-mod wire;
 
-pub use backlog::TableBacklog;
-pub use check::Malformed;
-pub use codec::{Codec, Field, Kind};
-pub use declare::{Apply, Lane, Mirror, Table, Tables};
+pub use engine::schema::{install, SCHEMA_VERSION};
+pub use engine::triggers::{check as check_triggers, triggers};
 pub use error::Error;
-pub use outcome::{AppliedTable, Rejected};
+pub use message::check;
+pub use message::check::Malformed;
+pub use model::codec::{Codec, Field, Kind};
+pub use model::declare::{Apply, Lane, Mirror, Table, Tables};
+pub use receive::outcome::{AppliedTable, Rejected};
 pub use receive::Received;
-pub use schema::{install, SCHEMA_VERSION};
-pub use triggers::{check as check_triggers, triggers};
+pub use upload::backlog::TableBacklog;
 pub use upload::{Narrowed, Refusal, Upload};
 
 use std::time::Duration;
@@ -85,8 +71,10 @@ use magic_sync_proto::limits::Limits;
 use rusqlite::Connection;
 use uuid::Uuid;
 
-use crate::links::Link;
-use crate::shape::Shape;
+use crate::engine::{pragmas, schema, state, triggers};
+use crate::model::links::{self, Link};
+use crate::model::shape::{self, Shape};
+use crate::receive::upsert;
 
 /// How the replica runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -143,6 +143,12 @@ impl Cluster {
         self.port
     }
 
+    /// One of PostgreSQL's programs (`pg_ctl`...), run as the user that
+    /// owns this cluster: `postgres` when the tests run as root.
+    pub fn as_owner(&self, program: &str) -> Command {
+        as_owner(&self.bin.join(program))
+    }
+
     /// The connection string of a database of this cluster.
     pub fn url(&self, database: &str) -> String {
         format!(

@@ -193,10 +193,9 @@ fn the_server_stopping_in_the_middle_of_filing_loses_nothing() {
 /// Stops the cluster at once (as a power cut would) and starts it again.
 fn restart_immediately(shop: &Shop) {
     let data = shop.cluster.socket_dir().join("data");
-    let pg_ctl = magic_sync_tests::cluster::bindir().join("pg_ctl");
-    let status = std::process::Command::new("runuser")
-        .args(["-u", "postgres", "--"])
-        .arg(pg_ctl)
+    let status = shop
+        .cluster
+        .as_owner("pg_ctl")
         .arg("-D")
         .arg(&data)
         .args(["-m", "immediate", "-w", "restart"])

@@ -3,8 +3,8 @@
 
 use uuid::Uuid;
 
-use crate::check::{Head, Malformed};
-use crate::state::State;
+use crate::engine::state::State;
+use crate::message::check::{Head, Malformed};
 
 /// What to do with a chained message.
 #[derive(Debug, PartialEq, Eq)]

@@ -231,7 +231,7 @@ impl Cell {
     fn to_json(&self) -> JsonValue {
         match self {
             Cell::Json(v) => v.clone(),
-            Cell::Bytes(b) => JsonValue::String(crate::row_json::hex(b)),
+            Cell::Bytes(b) => JsonValue::String(crate::model::row_json::hex(b)),
         }
     }
 }

@@ -13,10 +13,10 @@
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
 
-use crate::links::Link;
-use crate::shape::Shape;
+use crate::engine::triggers::literal;
+use crate::model::links::Link;
+use crate::model::shape::Shape;
 use crate::sql::{attempt, quote, Attempt, Failure};
-use crate::triggers::literal;
 
 /// A row to let go of: its key text, and the values its key columns match.
 #[derive(Clone, Debug)]
@@ -200,7 +200,7 @@ fn mark_held(world: &World<'_>, shape: &Shape) -> rusqlite::Result<()> {
         let same = link.child.eq_ignore_ascii_case(&shape.name);
         let keeper = match child {
             // Any table the server does not write is the replica's own.
-            Some(c) if !c.mirror.written_by_server() => "1".to_owned(),
+            Some(c) if !c.mirror.goes_down() => "1".to_owned(),
             None => "1".to_owned(),
             Some(c) => {
                 let retired = c
@@ -319,11 +319,11 @@ fn retire(
 
 /// When a row was retired: an instant's text, or Unix seconds in an
 /// integer column.
-fn retired_value(kind: crate::shape::ColumnKind) -> SqlValue {
+fn retired_value(kind: crate::model::shape::ColumnKind) -> SqlValue {
     let now = chrono::Utc::now();
     match kind {
-        crate::shape::ColumnKind::Integer => SqlValue::Integer(now.timestamp()),
-        crate::shape::ColumnKind::Real => SqlValue::Real(now.timestamp() as f64),
+        crate::model::shape::ColumnKind::Integer => SqlValue::Integer(now.timestamp()),
+        crate::model::shape::ColumnKind::Real => SqlValue::Real(now.timestamp() as f64),
         _ => SqlValue::Text(magic_sync_proto::json::instant_text(&now)),
     }
 }
@@ -458,11 +458,11 @@ fn release_table(world: &World<'_>, shape: &Shape) -> rusqlite::Result<usize> {
     free.push(format!(
         "NOT EXISTS (SELECT 1 FROM sync_notes n WHERE n.table_name = {} AND n.key = {})",
         literal(&shape.name),
-        crate::key_sql::key(shape, "t")
+        crate::model::key_sql::key(shape, "t")
     ));
     let candidates = format!(
         "SELECT {}, {} FROM {table} t WHERE {}",
-        crate::key_sql::key(shape, "t"),
+        crate::model::key_sql::key(shape, "t"),
         shape
             .key_columns()
             .map(|c| format!("t.{}", quote(&c.name)))
@@ -537,9 +537,9 @@ fn reject_edit_retirement(
         )
         .ok();
     if let Some((epoch, sequence)) = found {
-        crate::reject::record(
+        crate::engine::reject::record(
             conn,
-            &crate::reject::NewRejection {
+            &crate::engine::reject::NewRejection {
                 table,
                 key,
                 reason: &format!("the database refused to let go of the row: {why}"),

@@ -1,6 +1,14 @@
 //! Receiving one message from the server: check it, place it in the
 //! chain, apply it in one transaction, and say what became of it.
 
+mod apply;
+mod chain;
+mod faults;
+mod let_go;
+pub(crate) mod outcome;
+mod snapshot;
+pub(crate) mod upsert;
+
 use magic_sync_proto::limits::Limits;
 use magic_sync_proto::wire::{to_replica::Body, Down, EndSnapshot};
 use magic_sync_proto::PROTOCOL;
@@ -8,17 +16,18 @@ use rusqlite::Connection;
 
 use std::cell::RefCell;
 
-use crate::apply::{self, Context, Plan, Spot, Stop};
-use crate::chain::{self, Step};
-use crate::check::{self, Head, Malformed, Objection};
-use crate::faults::Tracker;
-use crate::let_go::{self, World};
-use crate::links::Link;
-use crate::outcome::{AppliedTable, Outcome, Rejected};
-use crate::shape::Shape;
+use crate::engine::triggers::Quiet;
+use crate::engine::{notes, state};
+use crate::message::check::{self, Head, Malformed, Objection};
+use crate::model::links::Link;
+use crate::model::shape::Shape;
+use crate::receive::apply::{Context, Plan, Spot, Stop};
+use crate::receive::chain::Step;
+use crate::receive::faults::Tracker;
+use crate::receive::let_go::World;
+use crate::receive::outcome::{AppliedTable, Outcome, Rejected};
 use crate::sql::{is_storage_failure, Transaction};
-use crate::triggers::Quiet;
-use crate::{notes, snapshot, state, Error};
+use crate::Error;
 
 /// What the replica made of a message. Every one of these has been
 /// committed (or changed nothing): acknowledge the message to the
@@ -65,7 +74,7 @@ pub(crate) struct Replicating<'a> {
     pub limits: &'a Limits,
     /// The database's triggers, set aside while only the engine writes.
     pub quiet: &'a Quiet,
-    pub texts: &'a crate::upsert::Texts,
+    pub texts: &'a crate::receive::upsert::Texts,
 }
 
 impl Replicating<'_> {

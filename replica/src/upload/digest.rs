@@ -11,16 +11,17 @@ use magic_sync_proto::digest::{setting_line, Fingerprint};
 use magic_sync_proto::wire::Digest;
 use rusqlite::Connection;
 
-use crate::shape::{ColumnKind, Shape};
+use crate::model::key_sql;
+use crate::model::shape::{ColumnKind, Shape};
 use crate::sql::quote;
-use crate::{key_sql, Mirror};
+use crate::Mirror;
 
 /// The digests of every table the server sends and every setting, but
 /// those with unfiled writes.
 pub(crate) fn read(conn: &Connection, shapes: &[Shape]) -> rusqlite::Result<Vec<Digest>> {
     let mut digests = Vec::new();
     for shape in shapes {
-        let counted = shape.mirror.written_by_server() || shape.mirror == Mirror::Setting;
+        let counted = shape.mirror.goes_down() || shape.mirror == Mirror::Setting;
         if !counted || has_unfiled_writes(conn, &shape.name)? {
             continue;
         }
@@ -98,7 +99,7 @@ pub(crate) fn version_text(
                 Err(_) => text.into_owned(),
             }
         }
-        ValueRef::Blob(b) => crate::row_json::hex(b),
+        ValueRef::Blob(b) => crate::model::row_json::hex(b),
     }
 }
 

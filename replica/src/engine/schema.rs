@@ -4,9 +4,11 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use crate::declare::{Table, Tables};
+use crate::engine::triggers;
+use crate::model::declare::{Table, Tables};
+use crate::model::shape;
 use crate::sql::Transaction;
-use crate::{shape, triggers, Error};
+use crate::Error;
 
 /// Each step brings the engine's tables from the version before it to its
 /// own (the first, from nothing to 1).

@@ -6,81 +6,11 @@
 
 use serde_json::{json, Value as JsonValue};
 
-use crate::codec::Codec;
+use crate::model::codec::Codec;
 
-/// How a table is shared with the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mirror {
-    /// The server writes it; the replica holds a copy.
-    Catalog,
-    /// The replica writes it; its rows go up to the server. Without a
-    /// version it is history, written once; with one, its rows may change.
-    Record,
-    /// Written on both sides: the server owns the row, the replica the
-    /// columns declared with [`Table::replica_owned`].
-    Both,
-    /// A value the replica holds and acts on (a record with a version),
-    /// whose desired columns the server may wish other values.
-    Setting,
-}
-
-impl Mirror {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mirror::Catalog => "catalog",
-            Mirror::Record => "record",
-            Mirror::Both => "both",
-            Mirror::Setting => "setting",
-        }
-    }
-
-    pub(crate) fn from_name(name: &str) -> Option<Mirror> {
-        [
-            Mirror::Catalog,
-            Mirror::Record,
-            Mirror::Both,
-            Mirror::Setting,
-        ]
-        .into_iter()
-        .find(|m| m.name() == name)
-    }
-
-    /// Whether the server writes rows of such a table on the replica.
-    pub(crate) fn written_by_server(self) -> bool {
-        matches!(self, Mirror::Catalog | Mirror::Both)
-    }
-
-    /// Whether the replica's writes of such a table go up.
-    pub(crate) fn goes_up(self) -> bool {
-        !matches!(self, Mirror::Catalog)
-    }
-}
-
-/// How a setting takes the server's wishes (carried out in a later build;
-/// declared now so the declaration is whole).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Apply {
-    /// Every wish is carried out.
-    Always,
-    /// A wish is carried out only while the row is at the version it is
-    /// based on.
-    IfUnchanged,
-}
-
-impl Apply {
-    pub fn name(self) -> &'static str {
-        match self {
-            Apply::Always => "always",
-            Apply::IfUnchanged => "if_unchanged",
-        }
-    }
-
-    fn from_name(name: &str) -> Option<Apply> {
-        [Apply::Always, Apply::IfUnchanged]
-            .into_iter()
-            .find(|a| a.name() == name)
-    }
-}
+// How a table is shared, and how a setting takes a wish: the same words
+// the server declares its tables with.
+pub use magic_sync_proto::mirror::{Apply, Mirror};
 
 /// One table the device holds, as the device program declares it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -221,7 +151,7 @@ impl Table {
         if name.to_ascii_lowercase().starts_with("sync_") {
             refuse("names beginning sync_ are the engine's own".into());
         }
-        if self.retired.is_some() && !self.mirror.written_by_server() {
+        if self.retired.is_some() && !self.mirror.goes_down() {
             refuse(format!(
                 "a retired column on a {mirror}, which the server never lets go of"
             ));
@@ -229,12 +159,12 @@ impl Table {
         if self.origin.is_some() && self.mirror == Mirror::Catalog {
             refuse("an origin column on a catalog, which the replica does not write".into());
         }
-        if self.version.is_some() && self.mirror.written_by_server() {
+        if self.version.is_some() && self.mirror.goes_down() {
             refuse(format!(
                 "a version on a {mirror}, which the server sends down"
             ));
         }
-        if self.created.is_some() && self.mirror.written_by_server() {
+        if self.created.is_some() && self.mirror.goes_down() {
             refuse(format!(
                 "a created column on a {mirror}, which the server writes"
             ));
@@ -397,7 +327,7 @@ impl Tables {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Kind;
+    use crate::model::codec::Kind;
 
     #[test]
     fn a_declaration_comes_back_from_its_json() {

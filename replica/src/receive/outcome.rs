@@ -9,10 +9,10 @@ use std::hash::{BuildHasherDefault, Hasher};
 use magic_sync_proto::key::KeyPart;
 use rusqlite::Connection;
 
-use crate::check::Head;
-use crate::reject::{self, NewRejection};
-use crate::row_json::key_to_sql;
-use crate::shape::Shape;
+use crate::engine::reject::{self, NewRejection};
+use crate::message::check::Head;
+use crate::model::row_json::key_to_sql;
+use crate::model::shape::Shape;
 use crate::sql::quote;
 
 /// The rows of one table a message changed.

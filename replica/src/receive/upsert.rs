@@ -24,9 +24,9 @@ use magic_sync_proto::key::{KeyPart, KeyType};
 use rusqlite::types::{ToSql, ToSqlOutput, Value as SqlValue, ValueRef};
 use uuid::Uuid;
 
-use crate::codec::Codec;
-use crate::row_json::{cell_to_sql, key_of_sql};
-use crate::shape::{ColumnKind, Shape};
+use crate::model::codec::Codec;
+use crate::model::row_json::{cell_to_sql, key_of_sql};
+use crate::model::shape::{ColumnKind, Shape};
 use crate::sql::quote;
 
 /// A value bound to an upsert's parameter.
@@ -578,14 +578,14 @@ fn text(s: Cow<'_, [u8]>) -> Option<Bound<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::declare::Table;
+    use crate::model::declare::Table;
     use magic_sync_proto::key;
     use rusqlite::Connection;
 
     fn shape(sql: &str, table: Table) -> Shape {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(sql).unwrap();
-        crate::shape::read_all(&conn, &crate::declare::Tables::new(vec![table]))
+        crate::model::shape::read_all(&conn, &crate::model::declare::Tables::new(vec![table]))
             .unwrap()
             .remove(0)
     }

@@ -6,10 +6,10 @@
 
 use rusqlite::{params, Connection};
 
-use crate::key_sql;
-use crate::shape::Shape;
+use crate::engine::triggers::literal;
+use crate::model::key_sql;
+use crate::model::shape::Shape;
 use crate::sql::quote;
-use crate::triggers::literal;
 use crate::Mirror;
 
 /// Notes one row, as a trigger does; `restated` marks it to go up

@@ -3,7 +3,7 @@
 
 use rusqlite::Connection;
 
-use crate::check::Head;
+use crate::message::check::Head;
 
 /// One read of `sync_state`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 use magic_sync_proto::key::KeyType;
 use rusqlite::Connection;
 
-use crate::codec::Codec;
-use crate::declare::{Apply, Mirror, Table, Tables};
+use crate::model::codec::Codec;
+use crate::model::declare::{Apply, Mirror, Table, Tables};
 use crate::sql::quote;
 use crate::Error;
 

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
-use crate::apply::Spot;
-use crate::links::Link;
-use crate::shape::Shape;
+use crate::model::links::Link;
+use crate::model::shape::Shape;
+use crate::receive::apply::Spot;
 use crate::sql::quote;
 
 #[derive(Default)]

@@ -7,7 +7,7 @@
 //! exactly as it was sent, and one stored otherwise reads as text that does
 //! not parse (which keeps it from ever going up under a wrong key).
 
-use crate::shape::{ColumnKind, Shape};
+use crate::model::shape::{ColumnKind, Shape};
 use crate::sql::quote;
 
 /// One key part's text, from a column reference such as `NEW."id"`.

@@ -9,6 +9,9 @@
 //! out at a time: building the next one on a lane gives up an earlier one
 //! neither `sent` nor `refused`, whose rows go again.
 
+pub(crate) mod backlog;
+mod digest;
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use magic_sync_proto::key;
@@ -20,10 +23,11 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::json;
 
-use crate::row_json::{cell_of_sql, key_to_sql};
-use crate::shape::Shape;
+use crate::engine::{reject, state};
+use crate::model::row_json::{cell_of_sql, key_to_sql};
+use crate::model::shape::Shape;
 use crate::sql::{quote, Transaction};
-use crate::{backlog, digest, reject, state, Codec, Error, Settings};
+use crate::{Codec, Error, Settings};
 
 /// An `Up` to send, encoded. Hand `bytes` to the transport on `lane`, then
 /// call `Replica::sent` once the transport took it, or `Replica::refused`

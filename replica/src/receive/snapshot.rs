@@ -17,12 +17,13 @@ use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{params, Connection};
 use uuid::Uuid;
 
-use crate::apply::{settle, Context, Spot, Stop};
-use crate::let_go::{self, Doomed};
-use crate::outcome::Outcome;
-use crate::shape::{ColumnKind, Shape};
+use crate::engine::reject;
+use crate::model::key_sql;
+use crate::model::shape::{ColumnKind, Shape};
+use crate::receive::apply::{settle, Context, Spot, Stop};
+use crate::receive::let_go::{self, Doomed};
+use crate::receive::outcome::Outcome;
 use crate::sql::quote;
-use crate::{key_sql, reject};
 
 /// The keys one part of a message of the snapshot in progress let go of,
 /// then named, in the key text form.
@@ -137,7 +138,7 @@ pub(crate) fn end(ctx: &Context<'_>, end: &EndSnapshot) -> Result<Outcome, Stop>
     let mut outcome = Outcome::default();
     for table in end.tables.iter().rev() {
         match ctx.shape(table) {
-            Some(shape) if shape.mirror.written_by_server() => sweep(ctx, shape, &mut outcome)?,
+            Some(shape) if shape.mirror.goes_down() => sweep(ctx, shape, &mut outcome)?,
             _ => log::warn!("the snapshot covered table `{table}`, which the replica does not hold from the server"),
         }
     }
@@ -145,8 +146,7 @@ pub(crate) fn end(ctx: &Context<'_>, end: &EndSnapshot) -> Result<Outcome, Stop>
         reject::forget_before_snapshot(ctx.conn, table, ctx.head.epoch, ctx.snapshot_began)?;
     }
     reject::forget_other_epochs(ctx.conn, ctx.head.epoch, |table| {
-        ctx.shape(table)
-            .is_some_and(|s| s.mirror.written_by_server())
+        ctx.shape(table).is_some_and(|s| s.mirror.goes_down())
     })?;
     Ok(outcome)
 }
@@ -389,7 +389,7 @@ fn find<T: Ord>(keys: &[T], key: &T, next: &mut usize) -> bool {
 
 /// An integer in the key text form.
 fn decimal(text: &[u8]) -> Option<i64> {
-    crate::upsert::canonical_integer(text)
+    crate::receive::upsert::canonical_integer(text)
 }
 
 fn write_decimal(out: &mut Vec<u8>, n: i64) {
@@ -510,7 +510,7 @@ fn unnamed(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<(String, Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::declare::{Table, Tables};
+    use crate::model::declare::{Table, Tables};
 
     /// The rows the snapshot did not name, as the engine once found them:
     /// all in SQL, each stored row's key text against the keys named.
@@ -584,7 +584,7 @@ mod tests {
                 .map(Table::catalog)
                 .collect(),
         );
-        let shapes = crate::shape::read_all(&conn, &tables).unwrap();
+        let shapes = crate::model::shape::read_all(&conn, &tables).unwrap();
         let named: &[&str] = &[
             "1",
             "2",

@@ -101,7 +101,7 @@ impl<'m> Head<'m> {
 pub fn decode(bytes: &[u8]) -> Result<ToReplica, Malformed> {
     // A Down in the plain encoding is read in one pass; prost reads the
     // rest, and decides what does not decode.
-    if let Some(message) = crate::wire::down(bytes) {
+    if let Some(message) = crate::message::wire::down(bytes) {
         return Ok(message);
     }
     ToReplica::decode(bytes).map_err(|e| Malformed::new("does_not_decode", e.to_string()))

@@ -30,17 +30,19 @@ use magic_sync_proto::wire::{Down, DownTable};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, CachedStatement, Connection};
 
-use crate::check::Head;
-use crate::faults::Tracker;
-use crate::let_go::{self, Doomed, World};
-use crate::links::Link;
-use crate::outcome::{holds, Outcome};
-use crate::row_json::key_to_sql;
-use crate::shape::Shape;
-use crate::snapshot::PartKeys;
+use crate::engine::notes;
+use crate::message::check::Head;
+use crate::model::links::Link;
+use crate::model::row_json::key_to_sql;
+use crate::model::shape::Shape;
+use crate::receive::faults::Tracker;
+use crate::receive::let_go::{self, Doomed, World};
+use crate::receive::outcome::{holds, Outcome};
+use crate::receive::snapshot;
+use crate::receive::snapshot::PartKeys;
+use crate::receive::upsert::{self, Bound, Reader, Row};
 use crate::sql::{attempt, is_storage_failure, Attempt, Failure};
-use crate::upsert::{self, Bound, Reader, Row};
-use crate::{notes, snapshot, Mirror};
+use crate::Mirror;
 
 /// A place in a message: a row, or a group of rows let go of together.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -178,10 +180,7 @@ pub(crate) fn down(ctx: &Context<'_>, down: &Down) -> Result<Outcome, Stop> {
     let held = down
         .tables
         .iter()
-        .filter(|part| {
-            ctx.shape(&part.table)
-                .is_some_and(|s| s.mirror.written_by_server())
-        })
+        .filter(|part| ctx.shape(&part.table).is_some_and(|s| s.mirror.goes_down()))
         .count();
     let mut applying = Applying {
         ctx,
@@ -192,9 +191,7 @@ pub(crate) fn down(ctx: &Context<'_>, down: &Down) -> Result<Outcome, Stop> {
     };
     for (index, part) in down.tables.iter().enumerate() {
         match ctx.shape(&part.table) {
-            Some(shape) if shape.mirror.written_by_server() => {
-                applying.held_part(index, shape, part)?
-            }
+            Some(shape) if shape.mirror.goes_down() => applying.held_part(index, shape, part)?,
             shape => applying.part_not_held(shape, part)?,
         }
     }
@@ -378,8 +375,8 @@ impl<'a> Applying<'a> {
             };
             // No server sends such a table: a name or key this long is
             // logged, not kept, so every rejection fits an Up.
-            if part.table.len() > crate::reject::REASON_BYTES
-                || key.len() > crate::reject::REASON_BYTES
+            if part.table.len() > crate::engine::reject::REASON_BYTES
+                || key.len() > crate::engine::reject::REASON_BYTES
             {
                 log::warn!(
                     "a row of a table the replica does not hold, too long to keep: {reason}"

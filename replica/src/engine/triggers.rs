@@ -16,9 +16,9 @@ use std::cell::Cell;
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
-use crate::declare::{Mirror, Tables};
-use crate::key_sql;
-use crate::shape::{self, Shape};
+use crate::model::declare::{Mirror, Tables};
+use crate::model::key_sql;
+use crate::model::shape::{self, Shape};
 use crate::sql::quote;
 use crate::Error;
 
@@ -328,7 +328,7 @@ impl Quiet {
             return Ok(false);
         }
         // Any change of a table or trigger, by any connection, changes it.
-        let version = crate::state::schema_version(conn)?;
+        let version = crate::engine::state::schema_version(conn)?;
         let only_the_engines = match self.found.get() {
             Some((at, verdict)) if at == version => verdict,
             _ => {
@@ -389,7 +389,7 @@ fn squeeze(sql: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::declare::Table;
+    use crate::model::declare::Table;
 
     /// What lets the engine set the triggers aside while it writes: each
     /// one of every kind of table does nothing while `writing` is set.

@@ -22,8 +22,8 @@ use rusqlite::types::{Value as SqlValue, ValueRef};
 use serde_json::Value as JsonValue;
 use uuid::Uuid;
 
-use crate::codec::Cell;
-use crate::shape::{ColumnKind, Shape};
+use crate::model::codec::Cell;
+use crate::model::shape::{ColumnKind, Shape};
 
 /// One JSON value as the SQLite value a column of this kind stores.
 pub(crate) fn to_sql(kind: ColumnKind, value: &JsonValue) -> Result<SqlValue, ValueError> {
