@@ -124,17 +124,6 @@ impl Error {
     }
 }
 
-/// Raises the error of a result, or answers its value.
-pub trait OrRaise<T> {
-    fn or_raise(self) -> T;
-}
-
-impl<T> OrRaise<T> for Result<T, Error> {
-    fn or_raise(self) -> T {
-        self.unwrap_or_else(|e| e.raise())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,31 +1,40 @@
-//! magic_sync's server half: a PostgreSQL extension.
+//! magic_sync's server half: a PostgreSQL extension. This file is wiring
+//! only: the modules, the order of the SQL files, and `_PG_init`.
 //!
-//! `CREATE EXTENSION magic_sync` makes schema `sync` with the engine's
-//! tables (sql/schema.sql) and these functions:
-//! - declarations: `sync.declare_replicas`, `sync.declare_table`,
-//!   `sync.triggers` (declare.rs);
-//! - the relay: `CALL sync.relay()` runs one pass (relay.rs and the modules
-//!   of its steps: observe, plan, load, record);
-//! - the default transport, a queue in the database: `sync.next`, `sync.ack`
-//!   (queue.rs);
-//! - what replicas send up: `sync.receive` (receive.rs).
+//! `CREATE EXTENSION magic_sync` makes schema `sync`, holding the engine's
+//! tables (sql/schema.sql) and what a user calls:
+//! - declaring (api/declaring.rs): `sync.declare_replicas`,
+//!   `sync.declare_table`, `sync.undeclare_table`, `sync.triggers()`,
+//!   `sync.indexes()`, `sync.check()`, `sync.declarations_digest()`, and
+//!   `sync.declare_senders` (sql/filing.sql);
+//! - noting: the trigger functions declared tables run, `sync.note_row`
+//!   and `sync.note_group` (note/), and `sync.refuse_truncate`
+//!   (sql/noting.sql);
+//! - relaying (sql/relay.sql, api/relaying.rs): `CALL sync.relay()`,
+//!   `sync.retry()`, `sync.resync(replica)`;
+//! - the default transport, a queue in the database (api/queue.rs):
+//!   `sync.next(replica)`, `sync.ack(replica, id)`;
+//! - what replicas send up (api/receiving.rs): `sync.receive(replica,
+//!   bytes)`, `sync.refile(everything)`.
 //!
-//! The `#[pg_extern]` functions are thin: they take SQL values, call plain
-//! Rust and SQL, and turn the answer into SQL values.
+//! The engine's own helpers (the relay's steps, filing's savepoints,
+//! `row_bytes`) live in schema `sync_internal`, out of the user's way.
+//!
+//! The modules, bottom up: each uses only those above it in this list.
 
 use pgrx::prelude::*;
 
-mod api;
-mod catalog;
-mod declare;
 mod error;
-mod message;
+mod spi;
+mod settings;
+mod catalog;
 mod note;
+mod declare;
+mod message;
+mod relay;
 mod publish;
 mod receive;
-mod relay;
-mod settings;
-mod spi;
+mod api;
 
 ::pgrx::pg_module_magic!(name, version);
 

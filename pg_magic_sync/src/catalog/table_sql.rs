@@ -129,7 +129,7 @@ const ROW_BYTES_MOST: usize = 99;
 
 /// The row of `alias` as the bytes that travel (`bytea`, UTF-8 JSON), as
 /// `convert_to(row_json::text, 'UTF8')` writes it, by sync.row_bytes
-/// (pg_magic_sync/src/encode.rs), which writes most types itself: a
+/// (relay/encode.rs), which writes most types itself: a
 /// decimal is handed to it as text, any other column as `to_json` makes it.
 pub fn row_bytes(table: &Declared, alias: &str) -> String {
     if table.columns.len() > ROW_BYTES_MOST {

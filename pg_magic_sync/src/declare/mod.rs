@@ -3,19 +3,20 @@
 //! `sync.declare_table`, `sync.undeclare_table`), and the DDL they need
 //! printed (`sync.triggers`, `sync.indexes`).
 //!
-//! Every declaration is resolved again whenever one is made (resolve.rs):
+//! Every declaration is resolved again whenever one is made (declare/resolve.rs):
 //! a table declared before its parent gains the reference once the parent
 //! is declared, and the order, the triggers and the indexes follow.
 
-pub mod drift;
-pub mod indexes;
-pub mod resolve;
 pub mod rule_text;
 pub mod system_catalog;
+pub mod resolve;
 pub mod triggers;
+pub mod indexes;
+pub mod drift;
 
 use self::resolve::{Problem, Request, Resolved};
-use crate::catalog::{self, Declared, Rule};
+use crate::catalog::store::{self, Shape, TableRows};
+use crate::catalog::{self, Declared, Replicas, Rule};
 use crate::error::Error;
 use crate::spi;
 
@@ -109,19 +110,12 @@ pub fn declare_replicas(relation: &str, live: &str, id: &str, partitioned_by: Op
         .raise();
     }
     let before = catalog::declared_tables();
-    spi::run_with(
-        "INSERT INTO sync.replica_source (relation, id_column, live, partition_column) \
-         VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (only_one) DO UPDATE SET relation = excluded.relation, \
-         id_column = excluded.id_column, live = excluded.live, \
-         partition_column = excluded.partition_column, declared_at = now()",
-        &[
-            found.qualified.as_str().into(),
-            id.into(),
-            live.into(),
-            partitioned_by.into(),
-        ],
-    );
+    store::write_replicas(&Replicas {
+        relation: found.qualified.clone(),
+        id_column: id.to_owned(),
+        live: live.to_owned(),
+        partition: partitioned_by.map(str::to_owned),
+    });
     apply(drift::requests(), None, &before);
 }
 
@@ -205,113 +199,19 @@ fn managed(before: &[Declared], after: &[Declared]) -> Vec<String> {
 /// Writes the resolved declarations into sync.tables, sync.table_references
 /// and sync.groups, in place of what was there.
 fn record(resolved: &[Resolved], touched: Option<&str>) {
-    let relations: Vec<String> = resolved.iter().map(|r| r.table.relation.clone()).collect();
-    spi::run_with(
-        "DELETE FROM sync.tables WHERE relation <> ALL($1)",
-        &[relations.into()],
-    );
-    spi::run("DELETE FROM sync.table_references");
-    spi::run("DELETE FROM sync.groups");
-    // Names move between tables only through a moment without either.
-    spi::run("UPDATE sync.tables SET name = '#' || relation");
-    for r in resolved {
-        record_table(r, touched == Some(r.table.relation.as_str()));
-    }
+    let rows: Vec<TableRows> = resolved.iter().map(record_table).collect();
+    store::write_tables(&rows, touched);
 }
 
-fn record_table(r: &Resolved, touched: bool) {
-    let t = &r.table;
-    let rule_columns: Vec<String> = match &t.rule {
-        Rule::Assigned { column } => vec![column.clone()],
-        Rule::Follows { columns, .. } => columns.clone(),
-        _ => Vec::new(),
+/// The rows that record one resolved declaration: its table, the table's
+/// columns as declared, and the options as given.
+fn record_table(r: &Resolved) -> TableRows {
+    let shape = Shape {
+        columns: r.shape.iter().map(|c| c.name.clone()).collect(),
+        types: r.shape.iter().map(|c| c.sql_type.clone()).collect(),
+        not_null: r.shape.iter().map(|c| c.not_null).collect(),
     };
-    let key_types: Vec<String> = t.key_types.iter().map(|k| k.name().to_owned()).collect();
-    spi::run_with(
-        "INSERT INTO sync.tables (name, relation, mirror, rule, rule_columns, key_columns, key_types, \
-             columns, column_types, partition_column, origin, version, created, desired, apply, \
-             replica_owned, unmirrored, active, install, indexes, table_columns, table_types, \
-             table_not_null, position, request) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-                 $19, $20, $21, $22, $23, $24, $25) \
-         ON CONFLICT (relation) DO UPDATE SET name = excluded.name, mirror = excluded.mirror, \
-             rule = excluded.rule, rule_columns = excluded.rule_columns, \
-             key_columns = excluded.key_columns, key_types = excluded.key_types, \
-             columns = excluded.columns, column_types = excluded.column_types, \
-             partition_column = excluded.partition_column, origin = excluded.origin, \
-             version = excluded.version, created = excluded.created, desired = excluded.desired, \
-             apply = excluded.apply, replica_owned = excluded.replica_owned, \
-             unmirrored = excluded.unmirrored, active = excluded.active, \
-             install = excluded.install, indexes = excluded.indexes, \
-             table_columns = excluded.table_columns, table_types = excluded.table_types, \
-             table_not_null = excluded.table_not_null, position = excluded.position, \
-             request = excluded.request, \
-             declared_at = CASE WHEN $26 THEN now() ELSE sync.tables.declared_at END",
-        &[
-            t.name.as_str().into(),
-            t.relation.as_str().into(),
-            t.mirror.name().into(),
-            t.rule.kind().into(),
-            rule_columns.into(),
-            t.key_columns.clone().into(),
-            key_types.into(),
-            t.columns.clone().into(),
-            t.column_types.clone().into(),
-            t.partition.clone().into(),
-            t.origin.clone().into(),
-            t.version.clone().into(),
-            t.created.clone().into(),
-            t.desired.clone().into(),
-            t.apply.map(|a| a.name().to_owned()).into(),
-            t.replica_owned.clone().into(),
-            t.unmirrored.clone().into(),
-            t.active.clone().into(),
-            t.install.into(),
-            t.indexes.into(),
-            r.shape.iter().map(|c| c.name.clone()).collect::<Vec<_>>().into(),
-            r.shape.iter().map(|c| c.sql_type.clone()).collect::<Vec<_>>().into(),
-            r.shape.iter().map(|c| c.not_null).collect::<Vec<_>>().into(),
-            t.position.into(),
-            pgrx::JsonB(r.request.to_json()).into(),
-            touched.into(),
-        ],
-    );
-    for (position, reference) in t.references.iter().enumerate() {
-        let key_types: Vec<String> = reference
-            .key_types
-            .iter()
-            .map(|k| k.name().to_owned())
-            .collect();
-        spi::run_with(
-            "INSERT INTO sync.table_references (table_name, position, constraint_name, columns, \
-                 parent, parent_columns, parent_key_types) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            &[
-                t.name.as_str().into(),
-                (position as i32 + 1).into(),
-                reference.constraint.as_str().into(),
-                reference.columns.clone().into(),
-                reference.parent.as_str().into(),
-                reference.parent_columns.clone().into(),
-                key_types.into(),
-            ],
-        );
-    }
-    if let Rule::Grouped { members, assigned } = &t.rule {
-        spi::run_with(
-            "INSERT INTO sync.groups (table_name, groups, members, member_row, member_group, \
-                 assigned, assigned_group, assigned_replica) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[
-                t.name.as_str().into(),
-                members.groups.as_str().into(),
-                members.relation.as_str().into(),
-                members.row.clone().into(),
-                members.group.clone().into(),
-                assigned.relation.as_str().into(),
-                assigned.group.clone().into(),
-                assigned.replica.as_str().into(),
-            ],
-        );
-    }
+    TableRows::of(&r.table, shape, r.request.to_json())
 }
 
 /// The triggers every declaration needs, one CREATE TRIGGER each, for

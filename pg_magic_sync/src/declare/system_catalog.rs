@@ -1,10 +1,16 @@
 //! Reading PostgreSQL's own catalog: relations, their columns, primary
 //! keys, foreign keys, indexes and triggers, as declarations and the relay's
 //! check need them.
+//!
+//! Each query is a file of sql/catalog/, which says what it answers. What
+//! PostgreSQL answers is never NULL where it is read: a NULL is a fault,
+//! raised as one (`spi::column`).
 
 use pgrx::prelude::*;
+use pgrx::spi::SpiHeapTupleData;
 
-use crate::catalog::table_sql::qualified;
+use crate::catalog::table_sql::{qualified, quote_ident};
+use crate::spi;
 
 /// A relation found in the catalog.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,34 +32,33 @@ impl Relation {
     }
 }
 
-const RELATION: &str = "SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text \
-     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace";
+const RELATION_NAMED: &str = include_str!("../../../sql/catalog/relation_named.sql");
+const RELATION_BY_OID: &str = include_str!("../../../sql/catalog/relation_by_oid.sql");
+const COLUMNS_OF: &str = include_str!("../../../sql/catalog/columns_of.sql");
+const PRIMARY_KEY_OF: &str = include_str!("../../../sql/catalog/primary_key_of.sql");
+const FOREIGN_KEYS_OF: &str = include_str!("../../../sql/catalog/foreign_keys_of.sql");
+const INDEXES_OF: &str = include_str!("../../../sql/catalog/indexes_of.sql");
+const ENGINE_TRIGGERS: &str = include_str!("../../../sql/catalog/engine_triggers.sql");
 
-fn relation_of(row: pgrx::spi::SpiHeapTupleData) -> Relation {
-    let schema: String = row.get(2).ok().flatten().unwrap_or_default();
-    let name: String = row.get(3).ok().flatten().unwrap_or_default();
+/// A relation as relation_named.sql and relation_by_oid.sql answer it.
+fn relation_of(row: &SpiHeapTupleData) -> Relation {
+    let schema: String = spi::column(row, 2, "pg_namespace.nspname");
+    let name: String = spi::column(row, 3, "pg_class.relname");
     Relation {
-        oid: row.get(1).ok().flatten().expect("an oid"),
+        oid: spi::column(row, 1, "pg_class.oid"),
         qualified: qualified(&schema, &name),
         shown: format!("{schema}.{name}"),
         schema,
         name,
-        kind: row.get(4).ok().flatten().unwrap_or_default(),
+        kind: spi::column(row, 4, "pg_class.relkind"),
     }
 }
 
 /// Looks a relation up by the name the user gave, as `to_regclass` reads it
 /// (an invalid name is no relation).
 pub fn find_relation(name: &str) -> Option<Relation> {
-    Spi::connect(|client| {
-        let mut rows = client
-            .select(
-                &format!("{RELATION} WHERE c.oid = sync.regclass_or_null($1)"),
-                Some(1),
-                &[name.into()],
-            )
-            .expect("reads pg_class");
-        rows.next().map(relation_of)
+    spi::select(RELATION_NAMED, Some(1), &[name.into()], |mut rows| {
+        rows.next().map(|row| relation_of(&row))
     })
 }
 
@@ -64,10 +69,7 @@ pub fn find_relation_near(name: &str, schema: &str) -> Option<Relation> {
         if name.contains('.') {
             None
         } else {
-            find_relation(&format!(
-                "{}.{name}",
-                crate::catalog::table_sql::quote_ident(schema)
-            ))
+            find_relation(&format!("{}.{name}", quote_ident(schema)))
         }
     })
 }
@@ -80,15 +82,8 @@ pub fn shown(qualified: &str) -> String {
 }
 
 pub fn relation_by_oid(oid: pg_sys::Oid) -> Option<Relation> {
-    Spi::connect(|client| {
-        let mut rows = client
-            .select(
-                &format!("{RELATION} WHERE c.oid = $1"),
-                Some(1),
-                &[oid.into()],
-            )
-            .expect("reads pg_class");
-        rows.next().map(relation_of)
+    spi::select(RELATION_BY_OID, Some(1), &[oid.into()], |mut rows| {
+        rows.next().map(|row| relation_of(&row))
     })
 }
 
@@ -104,41 +99,21 @@ pub struct Column {
 
 /// A relation's columns, in order.
 pub fn columns_of(relation: pg_sys::Oid) -> Vec<Column> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT attname::text, format_type(atttypid, atttypmod), attnotnull, \
-                        atthasdef OR attidentity <> '' OR attgenerated <> '' \
-                 FROM pg_attribute \
-                 WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-                None,
-                &[relation.into()],
-            )
-            .expect("reads pg_attribute")
-            .map(|row| Column {
-                name: row.get(1).ok().flatten().unwrap_or_default(),
-                sql_type: row.get(2).ok().flatten().unwrap_or_default(),
-                not_null: row.get(3).ok().flatten().unwrap_or_default(),
-                has_default: row.get(4).ok().flatten().unwrap_or_default(),
-            })
-            .collect()
+    spi::select(COLUMNS_OF, None, &[relation.into()], |rows| {
+        rows.map(|row| Column {
+            name: spi::column(&row, 1, "pg_attribute.attname"),
+            sql_type: spi::column(&row, 2, "a column's format_type"),
+            not_null: spi::column(&row, 3, "pg_attribute.attnotnull"),
+            has_default: spi::column(&row, 4, "whether a column has a default"),
+        })
+        .collect()
     })
 }
 
 /// A table's primary key columns, in key order.
 pub fn primary_key_of(relation: pg_sys::Oid) -> Vec<String> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT a.attname::text FROM pg_index i \
-                 CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) \
-                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
-                 WHERE i.indrelid = $1 AND i.indisprimary ORDER BY k.ord",
-                None,
-                &[relation.into()],
-            )
-            .expect("reads pg_index")
-            .map(|row| row.get(1).ok().flatten().unwrap_or_default())
+    spi::select(PRIMARY_KEY_OF, None, &[relation.into()], |rows| {
+        rows.map(|row| spi::column(&row, 1, "a primary key's pg_attribute.attname"))
             .collect()
     })
 }
@@ -156,28 +131,14 @@ pub struct ForeignKey {
 
 /// A table's foreign keys, by name.
 pub fn foreign_keys_of(relation: pg_sys::Oid) -> Vec<ForeignKey> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT c.conname::text, c.confrelid, \
-                        ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY k(n, o) \
-                              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.o), \
-                        ARRAY(SELECT a.attname::text FROM unnest(c.confkey) WITH ORDINALITY k(n, o) \
-                              JOIN pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.o) \
-                 FROM pg_constraint c \
-                 WHERE c.conrelid = $1 AND c.contype = 'f' AND c.conparentid = 0 \
-                 ORDER BY c.conname",
-                None,
-                &[relation.into()],
-            )
-            .expect("reads pg_constraint")
-            .map(|row| ForeignKey {
-                name: row.get(1).ok().flatten().unwrap_or_default(),
-                parent: row.get(2).ok().flatten().expect("a parent"),
-                columns: row.get(3).ok().flatten().unwrap_or_default(),
-                parent_columns: row.get(4).ok().flatten().unwrap_or_default(),
-            })
-            .collect()
+    spi::select(FOREIGN_KEYS_OF, None, &[relation.into()], |rows| {
+        rows.map(|row| ForeignKey {
+            name: spi::column(&row, 1, "pg_constraint.conname"),
+            parent: spi::column(&row, 2, "pg_constraint.confrelid"),
+            columns: spi::column(&row, 3, "a foreign key's columns"),
+            parent_columns: spi::column(&row, 4, "a foreign key's parent columns"),
+        })
+        .collect()
     })
 }
 
@@ -191,29 +152,12 @@ pub struct Index {
 }
 
 pub fn indexes_of(relation: pg_sys::Oid) -> Vec<Index> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT ARRAY(SELECT a.attname::text FROM unnest(i.indkey) WITH ORDINALITY k(n, o) \
-                              LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n \
-                              WHERE k.o <= i.indnkeyatts ORDER BY k.o), \
-                        i.indisvalid AND i.indpred IS NULL AND am.amname IN ('btree', 'hash') \
-                 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
-                 JOIN pg_am am ON am.oid = c.relam \
-                 WHERE i.indrelid = $1",
-                None,
-                &[relation.into()],
-            )
-            .expect("reads pg_index")
-            .map(|row| Index {
-                columns: row
-                    .get::<Vec<Option<String>>>(1)
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default(),
-                serves_lookups: row.get(2).ok().flatten().unwrap_or_default(),
-            })
-            .collect()
+    spi::select(INDEXES_OF, None, &[relation.into()], |rows| {
+        rows.map(|row| Index {
+            columns: spi::column(&row, 1, "an index's columns"),
+            serves_lookups: spi::column(&row, 2, "whether an index serves lookups"),
+        })
+        .collect()
     })
 }
 
@@ -239,39 +183,22 @@ pub struct Trigger {
 /// The triggers of the engine's functions, on any table (a clone on a
 /// partition of a partitioned table is its parent's, and left out).
 pub fn engine_triggers() -> Vec<Trigger> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT t.tgrelid, t.tgname::text, \
-                        n.nspname::text || '.' || p.proname::text, t.tgtype, t.tgenabled::text, \
-                        t.tgargs, t.tgnargs::int, \
-                        t.tgqual IS NULL AND t.tgattr::text = '' AND t.tgoldtable IS NULL \
-                          AND t.tgnewtable IS NULL AND t.tgconstraint = 0, \
-                        pg_get_triggerdef(t.oid) \
-                 FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid \
-                 JOIN pg_namespace n ON n.oid = p.pronamespace \
-                 WHERE n.nspname = 'sync' AND p.prorettype = 'trigger'::regtype \
-                   AND t.tgparentid = 0 AND NOT t.tgisinternal \
-                 ORDER BY t.tgrelid, t.tgname",
-                None,
-                &[],
-            )
-            .expect("reads pg_trigger")
-            .map(|row| {
-                let bytes: Vec<u8> = row.get(6).ok().flatten().unwrap_or_default();
-                let count: i32 = row.get(7).ok().flatten().unwrap_or_default();
-                Trigger {
-                    relation: row.get(1).ok().flatten().expect("a relation"),
-                    name: row.get(2).ok().flatten().unwrap_or_default(),
-                    function: row.get(3).ok().flatten().unwrap_or_default(),
-                    tgtype: row.get(4).ok().flatten().unwrap_or_default(),
-                    enabled: row.get(5).ok().flatten().unwrap_or_default(),
-                    arguments: split_arguments(&bytes, count as usize),
-                    plain: row.get(8).ok().flatten().unwrap_or_default(),
-                    definition: row.get(9).ok().flatten().unwrap_or_default(),
-                }
-            })
-            .collect()
+    spi::select(ENGINE_TRIGGERS, None, &[], |rows| {
+        rows.map(|row| {
+            let bytes: Vec<u8> = spi::column(&row, 6, "pg_trigger.tgargs");
+            let count: i32 = spi::column(&row, 7, "pg_trigger.tgnargs");
+            Trigger {
+                relation: spi::column(&row, 1, "pg_trigger.tgrelid"),
+                name: spi::column(&row, 2, "pg_trigger.tgname"),
+                function: spi::column(&row, 3, "a trigger's function"),
+                tgtype: spi::column(&row, 4, "pg_trigger.tgtype"),
+                enabled: spi::column(&row, 5, "pg_trigger.tgenabled"),
+                arguments: split_arguments(&bytes, count as usize),
+                plain: spi::column(&row, 8, "whether a trigger is plain"),
+                definition: spi::column(&row, 9, "pg_get_triggerdef"),
+            }
+        })
+        .collect()
     })
 }
 

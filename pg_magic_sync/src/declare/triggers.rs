@@ -3,7 +3,7 @@
 //! database has against them.
 //!
 //! - `sync_note_row` on every table that goes down: notes each change
-//!   (noting.rs);
+//!   (note/);
 //! - `sync_note_group` on every group table: notes a row joining or leaving
 //!   a group, a group given to or taken from a replica;
 //! - `sync_refuse_truncate` on all of them: TRUNCATE would remove rows

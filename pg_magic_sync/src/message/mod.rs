@@ -3,5 +3,5 @@
 //! packing of planned rows into bodies under the limits.
 
 pub mod envelope;
-pub mod pack;
 pub mod seal;
+pub mod pack;

@@ -20,12 +20,13 @@ pub enum Op {
 }
 
 impl Op {
-    /// The op as the plan writes it: 'd' or 'u'.
-    pub fn from_code(code: &str) -> Op {
-        if code == "d" {
-            Op::Delete
-        } else {
-            Op::Upsert
+    /// The op of a code of `sync_pass_plan.op`: 'u' and 'w' (a whole
+    /// table) are upserts, 'd' deletes.
+    pub fn from_code(code: &str) -> Option<Op> {
+        match code {
+            "u" | "w" => Some(Op::Upsert),
+            "d" => Some(Op::Delete),
+            _ => None,
         }
     }
 }

@@ -5,41 +5,38 @@
 //! then, and an acknowledgement names its message, so one that comes twice,
 //! or late, takes nothing else out.
 
-use pgrx::prelude::*;
-
+use crate::error::Error;
 use crate::message::envelope::{self, Kind};
+use crate::spi;
 
 const HEAD_OF_QUEUE: &str = "\
     SELECT o.id, o.kind, o.head, b.bytes FROM sync.outbox o \
     LEFT JOIN sync.bodies b ON b.id = o.body \
     WHERE o.replica = $1 ORDER BY o.position LIMIT 1";
 
-/// `sync.next(replica)`: the replica's next message and its id, or no row
-/// when none waits.
+/// The replica's next message and its id, or None when none waits. It
+/// stays at the head of the queue until acknowledged.
 pub fn next(replica: pgrx::Uuid) -> Option<(String, Vec<u8>)> {
-    Spi::connect(|client| {
-        let mut rows = client
-            .select(HEAD_OF_QUEUE, Some(1), &[replica.into()])
-            .expect("reads the outbox");
+    spi::select(HEAD_OF_QUEUE, Some(1), &[replica.into()], |mut rows| {
         rows.next().map(|row| {
-            let id: String = row.get(1).ok().flatten().unwrap_or_default();
-            let kind: String = row.get(2).ok().flatten().unwrap_or_default();
-            let head: Vec<u8> = row.get(3).ok().flatten().unwrap_or_default();
-            let body: Vec<u8> = row.get(4).ok().flatten().unwrap_or_default();
-            let kind = Kind::from_name(&kind).expect("the outbox holds known kinds");
+            let id: String = spi::column(&row, 1, "sync.outbox.id");
+            let kind: String = spi::column(&row, 2, "sync.outbox.kind");
+            let head: Vec<u8> = spi::column(&row, 3, "sync.outbox.head");
+            // A message of no body ('filed' carries its head only) joins none.
+            let body: Vec<u8> = spi::nullable(&row, 4, "sync.bodies.bytes").unwrap_or_default();
+            let kind = Kind::from_name(&kind)
+                .unwrap_or_else(|| Error::unknown("sync.outbox.kind", &kind).raise());
             (id, envelope::to_replica(kind, &head, &body))
         })
     })
 }
 
-/// `sync.ack(replica, id)`: the replica applied the message `id` and
-/// committed it. Answers whether that took a message out of its queue.
+const ACK: &str = "\
+    WITH taken AS (DELETE FROM sync.outbox WHERE replica = $1 AND id = $2 RETURNING 1) \
+    SELECT count(*) > 0 FROM taken";
+
+/// The replica applied the message `id` and committed it. Answers whether
+/// that took a message out of its queue.
 pub fn ack(replica: pgrx::Uuid, id: &str) -> bool {
-    Spi::get_one_with_args::<bool>(
-        "WITH taken AS (DELETE FROM sync.outbox WHERE replica = $1 AND id = $2 RETURNING 1) \
-         SELECT count(*) > 0 FROM taken",
-        &[replica.into(), id.into()],
-    )
-    .expect("acknowledges")
-    .unwrap_or(false)
+    spi::one::<bool>(ACK, &[replica.into(), id.into()]).unwrap_or(false)
 }

@@ -9,7 +9,7 @@
 //! never if it rolls back (the replica then sends the upload again). Its
 //! position is drawn from the message numbers, so it never takes the place
 //! of a message of a chain; a snapshot that drops what a replica was owed
-//! leaves it (observe.rs keeps the outbox's 'filed' rows).
+//! leaves it (relay/observe.rs keeps the outbox's 'filed' rows).
 
 use magic_sync_proto::LARGEST_NUMBER;
 use uuid::Uuid;

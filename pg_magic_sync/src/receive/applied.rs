@@ -8,9 +8,9 @@
 //! - past the last it recorded sending it (or, having recorded nothing
 //!   since it provisioned it, past every number drawn), or at the sequence
 //!   of the last it sent or heard applied with another nonce: the server's
-//!   database went back (went_back.rs);
+//!   database went back (receive/went_back.rs);
 //! - older than the last it heard applied: the replica was restored from an
-//!   older copy, and is provisioned again (said.rs), unless a snapshot
+//!   older copy, and is provisioned again (receive/provision_again.rs), unless a snapshot
 //!   written for it since is on its way;
 //! - otherwise every row of every message up to it counts as held.
 //!

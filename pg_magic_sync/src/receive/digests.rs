@@ -54,7 +54,7 @@ fn fingerprint_of(sql: &str) -> Recorded {
     spi::for_each_chunk(
         sql,
         10_000,
-        |row| row.get::<String>(1).ok().flatten().unwrap_or_default(),
+        |row| spi::column::<String>(row, 1, "a digest's key line"),
         |lines| {
             for line in lines {
                 f.add_line(&line);

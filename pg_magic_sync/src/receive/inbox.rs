@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use crate::catalog::{self, Declared};
+use crate::error::Error;
 use crate::receive::rows::{self, Candidate, Outcome, Part};
 use crate::receive::senders::{self, Sender};
 use crate::receive::standing::Standing;
@@ -153,6 +154,10 @@ const ENTRIES: &str = "\
     WHERE replica = $1 AND (waiting OR $2 OR retry_at <= now()) AND (NOT $3 OR waiting) \
     ORDER BY table_name, op, key FOR UPDATE SKIP LOCKED";
 
+/// The replicas with entries to file again.
+const DUE: &str =
+    "SELECT DISTINCT replica FROM sync.inbox WHERE waiting OR $1 OR retry_at <= now()";
+
 fn entries(replica: Uuid, everything: bool, only_waiting: bool) -> Vec<Entry> {
     let mut found = Vec::new();
     Spi::connect_mut(|client| {
@@ -166,19 +171,19 @@ fn entries(replica: Uuid, everything: bool, only_waiting: bool) -> Vec<Entry> {
                     only_waiting.into(),
                 ],
             )
-            .expect("reads the inbox");
+            .unwrap_or_else(|e| Error::spi(ENTRIES, e).raise());
         for row in rows {
-            let row_json: Option<pgrx::JsonB> = row.get(3).ok().flatten();
-            let epoch: Option<pgrx::Uuid> = row.get(5).ok().flatten();
-            let sequence: Option<i64> = row.get(6).ok().flatten();
+            let row_json: Option<pgrx::JsonB> = spi::nullable(&row, 3, "sync.inbox.row");
+            let epoch: Option<pgrx::Uuid> = spi::nullable(&row, 5, "sync.inbox.applied_epoch");
+            let sequence: Option<i64> = spi::nullable(&row, 6, "sync.inbox.applied_sequence");
             found.push(Entry {
-                table: row.get(1).ok().flatten().unwrap_or_default(),
-                key: row.get(2).ok().flatten().unwrap_or_default(),
+                table: spi::column(&row, 1, "sync.inbox.table_name"),
+                key: spi::column(&row, 2, "sync.inbox.key"),
                 row: row_json.and_then(|j| match j.0 {
                     Value::Object(m) => Some(m),
                     _ => None,
                 }),
-                restated: row.get(4).ok().flatten().unwrap_or(false),
+                restated: spi::column(&row, 4, "sync.inbox.restated"),
                 applied: epoch.map(from_pg).zip(sequence),
             });
         }
@@ -323,24 +328,10 @@ pub fn refile_replica(
 /// deploy. A relay runs it as it starts, and before its passes; run it in a
 /// transaction of its own: the senders' filing hooks run in it.
 pub fn refile(everything: bool) -> Value {
-    let replicas: Vec<Uuid> = {
-        let mut found = Vec::new();
-        Spi::connect(|client| {
-            let rows = client
-                .select(
-                    "SELECT DISTINCT replica FROM sync.inbox WHERE waiting OR $1 OR retry_at <= now()",
-                    None,
-                    &[everything.into()],
-                )
-                .expect("reads the inbox");
-            for row in rows {
-                if let Some(id) = row.get::<pgrx::Uuid>(1).ok().flatten() {
-                    found.push(from_pg(id));
-                }
-            }
-        });
-        found
-    };
+    let replicas: Vec<Uuid> = spi::select(DUE, None, &[everything.into()], |rows| {
+        rows.map(|row| from_pg(spi::column(&row, 1, "sync.inbox.replica")))
+            .collect()
+    });
     let tables = catalog::declared_tables();
     let mut total = Refiled::default();
     for replica in &replicas {

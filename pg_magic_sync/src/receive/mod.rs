@@ -13,22 +13,22 @@
 //!
 //! In order, each step apart from the others, so none holds back another:
 //! the rejections (rejections.rs), what it applied and its gap
-//! (applied.rs), its rows (file.rs), its digests (digests.rs), its backlog
+//! (applied.rs), its rows (rows.rs), its digests (digests.rs), its backlog
 //! (backlogs.rs); then the answer, a Filed written in this transaction
-//! (filed.rs).
+//! (answer.rs).
 
-pub mod answer;
+pub mod standing;
+pub mod senders;
 pub mod applied;
-pub mod backlogs;
-pub mod digests;
-pub mod inbox;
+pub mod went_back;
 pub mod provision_again;
 pub mod rejections;
 pub mod rows;
 pub mod rows_sql;
-pub mod senders;
-pub mod standing;
-pub mod went_back;
+pub mod inbox;
+pub mod digests;
+pub mod backlogs;
+pub mod answer;
 
 use magic_sync_proto::wire::Up;
 use magic_sync_proto::PROTOCOL;

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::catalog::Declared;
+use crate::error::Error;
 use crate::receive::standing::Standing;
 use crate::settings;
 use crate::spi::{self, to_pg};
@@ -134,11 +135,11 @@ fn recorded(replica: Uuid, named: &Named) -> Option<(i64, Option<i64>)> {
                     named.key.as_str().into(),
                 ],
             )
-            .expect("reads sync.held");
+            .unwrap_or_else(|e| Error::spi(RECORDED, e).raise());
         rows.next().map(|row| {
             (
-                row.get::<i64>(1).ok().flatten().unwrap_or(0),
-                row.get::<i64>(2).ok().flatten(),
+                spi::column::<i64>(&row, 1, "sync.held.sent"),
+                spi::nullable::<i64>(&row, 2, "sync.held.leaving"),
             )
         })
     })

@@ -15,7 +15,7 @@
 //!   another replica is malformed; a row without its key beside it, or
 //!   whose own key is another, is malformed.
 //!
-//! A part is filed in one statement (file_sql.rs). When the database
+//! A part is filed in one statement (rows_sql.rs). When the database
 //! refuses it, it is filed again a row at a time, each in a savepoint, and
 //! the rows it still refuses are kept in the inbox (inbox.rs), counted as
 //! filed all the same.
@@ -30,10 +30,22 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use crate::catalog::{Declared, Mirror};
+use crate::error::Error;
 use crate::receive::rows_sql::{self, Over};
 use crate::receive::senders::Sender;
 use crate::receive::standing::Standing;
 use crate::spi::{self, to_pg};
+
+/// The host's `place` hook, run a row at a time (sql/filing.sql).
+const PLACE_EACH: &str = "SELECT at, placed, failure FROM sync.place_each($1, $2, $3, $4, $5, $6)";
+
+/// A part's statement over all its rows, in a savepoint (sql/filing.sql).
+const FILE_TOGETHER: &str =
+    "SELECT filed, failure FROM sync.file_together($1, $2::jsonb, $3, $4, $5, $6)";
+
+/// The same statement a row at a time, when the database refused the whole.
+const FILE_EACH: &str =
+    "SELECT at, filed, failure FROM sync.file_each($1, $2::jsonb, $3, $4, $5, $6)";
 
 /// A row of a part, read and checked, ready to file.
 #[derive(Clone, Debug, PartialEq)]
@@ -370,7 +382,7 @@ fn place(
     Spi::connect(|client| {
         let found = client
             .select(
-                "SELECT at, placed, failure FROM sync.place_each($1, $2, $3, $4, $5, $6)",
+                PLACE_EACH,
                 None,
                 &[
                     function.as_str().into(),
@@ -381,11 +393,11 @@ fn place(
                     sender.runs_as().into(),
                 ],
             )
-            .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile placing rows of {}", table.name));
+            .unwrap_or_else(|e| Error::spi(PLACE_EACH, e).raise());
         for row in found {
-            let at: i32 = row.get(1).ok().flatten().unwrap_or_default();
-            let placed: Option<pgrx::JsonB> = row.get(2).ok().flatten();
-            let failure: Option<String> = row.get(3).ok().flatten();
+            let at: i32 = spi::column(&row, 1, "place_each's at");
+            let placed: Option<pgrx::JsonB> = spi::nullable(&row, 2, "place_each's row");
+            let failure: Option<String> = spi::nullable(&row, 3, "place_each's failure");
             answers[at as usize] = (placed.map(|p| p.0), failure);
         }
     });
@@ -536,10 +548,10 @@ fn held_keys(replica: Uuid, table: &str, keys: &[String]) -> BTreeMap<String, bo
                 None,
                 &[to_pg(replica).into(), table.into(), keys.to_vec().into()],
             )
-            .expect("reads sync.held");
+            .unwrap_or_else(|e| Error::spi(HELD_OR_LEAVING, e).raise());
         for row in rows {
-            let key: String = row.get(1).ok().flatten().unwrap_or_default();
-            let holds: bool = row.get(2).ok().flatten().unwrap_or(false);
+            let key: String = spi::column(&row, 1, "sync.held.key");
+            let holds: bool = spi::column(&row, 2, "whether sync.held holds the row");
             held.insert(key, holds);
         }
     });
@@ -557,11 +569,9 @@ fn keys_answered(
     Spi::connect(|client| {
         let rows = client
             .select(sql, None, &args)
-            .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile running: {sql}"));
+            .unwrap_or_else(|e| Error::spi(sql, e).raise());
         for row in rows {
-            if let Some(key) = row.get::<String>(1).ok().flatten() {
-                found.insert(key);
-            }
+            found.insert(spi::column::<String>(&row, 1, "a key answered"));
         }
     });
     found
@@ -742,15 +752,13 @@ fn run_statement(
     };
     let together = Spi::connect(|client| {
         let mut found = client
-            .select(
-                "SELECT filed, failure FROM sync.file_together($1, $2::jsonb, $3, $4, $5, $6)",
-                Some(1),
-                &args(rows),
-            )
-            .unwrap_or_else(|e| panic!("magic_sync: {e}\nwhile filing rows of {}", table.name));
-        let row = found.next().expect("file_together answers a row");
-        let filed: i64 = row.get(1).ok().flatten().unwrap_or(0);
-        let failure: Option<String> = row.get(2).ok().flatten();
+            .select(FILE_TOGETHER, Some(1), &args(rows))
+            .unwrap_or_else(|e| Error::spi(FILE_TOGETHER, e).raise());
+        let Some(row) = found.next() else {
+            Error::engine("magic_sync: file_together answered no row", FILE_TOGETHER).raise()
+        };
+        let filed: i64 = spi::nullable(&row, 1, "file_together's filed").unwrap_or(0);
+        let failure: Option<String> = spi::nullable(&row, 2, "file_together's failure");
         (filed, failure)
     });
     match together {
@@ -760,18 +768,12 @@ fn run_statement(
             let mut refused = Vec::new();
             Spi::connect(|client| {
                 let found = client
-                    .select(
-                        "SELECT at, filed, failure FROM sync.file_each($1, $2::jsonb, $3, $4, $5, $6)",
-                        None,
-                        &args(rows),
-                    )
-                    .unwrap_or_else(|e| {
-                        panic!("magic_sync: {e}\nwhile filing rows of {}", table.name)
-                    });
+                    .select(FILE_EACH, None, &args(rows))
+                    .unwrap_or_else(|e| Error::spi(FILE_EACH, e).raise());
                 for row in found {
-                    let at: i32 = row.get(1).ok().flatten().unwrap_or_default();
-                    let n: i64 = row.get(2).ok().flatten().unwrap_or(0);
-                    match row.get::<String>(3).ok().flatten() {
+                    let at: i32 = spi::column(&row, 1, "file_each's at");
+                    let n: i64 = spi::nullable(&row, 2, "file_each's filed").unwrap_or(0);
+                    match spi::nullable::<String>(&row, 3, "file_each's failure") {
                         Some(why) => refused.push((at as usize, why)),
                         None => filed += n as usize,
                     }

@@ -11,7 +11,7 @@
 //! Only the columns the rows carry are written: an insert gives the others
 //! their defaults, an update leaves them as they are.
 //!
-//! Every identifier is quoted (table_sql.rs): nothing a user named reaches
+//! Every identifier is quoted (catalog/table_sql.rs): nothing a user named reaches
 //! SQL unquoted.
 
 use crate::catalog::table_sql::{key_matches, quote_ident};

@@ -128,6 +128,11 @@ impl Layout {
     }
 
     /// The row as JSON, in the server's encoding.
+    ///
+    /// # Safety
+    /// `values` are the call's own, one per column: each non-NULL one a
+    /// value of the type its column's kind was made from, valid for the
+    /// call.
     unsafe fn write(&mut self, values: &[pg_sys::NullableDatum]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.guess);
         for ((prefix, kind), value) in self.columns.iter().zip(values) {
@@ -136,6 +141,8 @@ impl Layout {
                 out.extend_from_slice(b"null");
                 continue;
             }
+            // SAFETY: a non-NULL value of the kind's type, valid for the
+            // call (the caller's contract).
             unsafe { write_value(&mut out, *kind, value.value) };
         }
         // The first prefix opened the object: a VARIADIC "any" function is
@@ -146,11 +153,21 @@ impl Layout {
     }
 }
 
+/// Appends one value as its kind is written.
+///
+/// # Safety
+/// `value` is a non-NULL value of a type of that kind (the types
+/// [`Kind::of`] names), valid for the call.
 unsafe fn write_value(out: &mut Vec<u8>, kind: Kind, value: Datum) {
     match kind {
+        // SAFETY: text, varchar and json are varlenas: what text_bytes reads
+        // (the caller's contract).
         Kind::Text => push_json_string(out, unsafe { text_bytes(value) }),
+        // SAFETY: as for text.
         Kind::Json => out.extend_from_slice(unsafe { text_bytes(value) }),
         Kind::Uuid => {
+            // SAFETY: a non-NULL uuid is a pointer to its 16 bytes (a
+            // fixed-length type, never toasted), valid for the call.
             let bytes = unsafe { *(value.cast_mut_ptr::<[u8; 16]>()) };
             let _ = write!(
                 ByteWriter(out),
@@ -215,7 +232,16 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 }
 
 /// The bytes of a text value (detoasted into the row's memory, if need be).
+///
+/// # Safety
+/// `value` is a non-NULL varlena (text, varchar, json), valid for the
+/// call; the bytes are valid until the current memory context is reset, so
+/// `'a` must not outlive the call.
 unsafe fn text_bytes<'a>(value: Datum) -> &'a [u8] {
+    // SAFETY: value points at a varlena, maybe toasted or with a short
+    // header (the caller's contract). pg_detoast_datum_packed answers it
+    // as it is, or a copy made whole in the current memory context, in
+    // either case one whose header vardata_any and varsize_any_exhdr read.
     unsafe {
         let text = pg_sys::pg_detoast_datum_packed(value.cast_mut_ptr());
         std::slice::from_raw_parts(
@@ -225,8 +251,13 @@ unsafe fn text_bytes<'a>(value: Datum) -> &'a [u8] {
     }
 }
 
-/// The names the first argument gives.
+/// The names the first argument gives. A NULL name reads as ''.
+///
+/// # Safety
+/// `value` is a non-NULL text[], valid for the call.
 unsafe fn names(value: Datum) -> Vec<String> {
+    // SAFETY: a non-NULL text[] (the caller's contract), which pgrx reads
+    // (detoasting it if need be) and copies out.
     unsafe { Vec::<Option<String>>::from_polymorphic_datum(value, false, pg_sys::TEXTARRAYOID) }
         .unwrap_or_default()
         .into_iter()
@@ -235,13 +266,31 @@ unsafe fn names(value: Datum) -> Vec<String> {
 }
 
 /// Drops a call site's layout with the memory of its call site.
+///
+/// # Safety
+/// PostgreSQL calls it once, as the reset callback [`layout_of`]
+/// registered, with the `Box::into_raw` pointer of a layout it owns.
 unsafe extern "C-unwind" fn forget_layout(layout: *mut c_void) {
+    // SAFETY: layout came from Box::into_raw and is dropped only here, once:
+    // a memory context calls a reset callback once, and forgets it then.
     drop(unsafe { Box::from_raw(layout as *mut Layout) });
 }
 
 /// The layout of this call site: kept with it when the names are a
 /// constant, as they are in the SQL the engine writes.
+///
+/// # Safety
+/// `fcinfo` is the call's own, of `row_bytes`. The layout is valid until
+/// the call returns: `'a` must not outlive it.
 unsafe fn layout_of<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut Layout {
+    // SAFETY: fcinfo is valid, with its flinfo (fmgr calls a V1 function
+    // through one) and nargs arguments. fn_extra is NULL or a layout made
+    // below for this flinfo, which lives until fn_mcxt is reset or deleted,
+    // and so, as PostgreSQL keeps every function's fn_extra, as long as the
+    // flinfo is used; nothing else holds a reference to it during the call.
+    // A layout made for this call only is dropped when the current memory
+    // context is reset, after the call. Each callback is allocated in the
+    // context it is registered with, so it lives as long as that context.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
         let kept = (*flinfo).fn_extra as *mut Layout;
@@ -250,6 +299,13 @@ unsafe fn layout_of<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut Layout {
         }
         let nargs = (*fcinfo).nargs as usize;
         let args = (*fcinfo).args.as_slice(nargs);
+        if nargs < 2 {
+            Error::bad_input(
+                "magic_sync: sync.row_bytes needs names and at least one value",
+                "Write sync.row_bytes(names, value1, value2, ...).",
+            )
+            .raise();
+        }
         if pg_sys::get_fn_expr_variadic(flinfo) {
             Error::bad_input(
                 "magic_sync: sync.row_bytes takes its values one by one, not as a VARIADIC array"
@@ -303,15 +359,20 @@ unsafe fn layout_of<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut Layout {
     }
 }
 
-/// The bytes as a bytea, UTF-8 whatever the server's encoding.
-unsafe fn bytea_of(json: &[u8]) -> Datum {
+/// The bytes as a bytea, UTF-8 whatever the server's encoding, in the
+/// current memory context.
+fn bytea_of(json: &[u8]) -> Datum {
+    // SAFETY: pg_server_to_any reads len bytes of json and answers them as
+    // they are or a NUL-terminated conversion in the current memory context
+    // (JSON text holds no NUL, so strlen is its length). The bytea is
+    // allocated with room for its header and len bytes, all written.
     unsafe {
         let mut bytes = json.as_ptr() as *const std::ffi::c_char;
         let mut len = json.len();
         if pg_sys::GetDatabaseEncoding() != pg_sys::pg_enc::PG_UTF8 as i32 {
             let converted =
                 pg_sys::pg_server_to_any(bytes, len as i32, pg_sys::pg_enc::PG_UTF8 as i32);
-            if converted as *const std::ffi::c_char != bytes {
+            if !std::ptr::eq(converted, bytes) {
                 len = std::ffi::CStr::from_ptr(converted).to_bytes().len();
             }
             bytes = converted;
@@ -331,9 +392,17 @@ unsafe fn bytea_of(json: &[u8]) -> Datum {
 crate::spi::function_info_v1!(pg_finfo_row_bytes);
 
 /// `sync.row_bytes(names text[], VARIADIC "any") RETURNS bytea`.
+///
+/// # Safety
+/// PostgreSQL calls it, as the V1 function `row_bytes`, with the call's own
+/// `fcinfo`.
 #[unsafe(no_mangle)]
 #[pg_guard]
 pub unsafe extern "C-unwind" fn row_bytes(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    // SAFETY: fcinfo is the call's own (PostgreSQL passes a valid one to a
+    // V1 function), with nargs arguments, at least 2 (layout_of checks).
+    // The layout was made for this call site's argument types, so each
+    // non-NULL value is of its column's kind, valid for the call.
     unsafe {
         let layout = layout_of(fcinfo);
         let nargs = (*fcinfo).nargs as usize;

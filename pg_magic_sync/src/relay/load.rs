@@ -1,4 +1,4 @@
-//! Step 2 of a pass: every row sent to more than one cohort, read once and
+//! A step of a pass, after the cohorts: every row sent to more than one cohort, read once and
 //! encoded once, however many replicas get it (`sync_pass_rows`). A row only
 //! one cohort is sent is encoded as that cohort's messages are packed: it is
 //! read once all the same.

@@ -1,16 +1,18 @@
-//! One relay pass, run by `CALL sync.relay()` (sql/noting.sql) in a
-//! REPEATABLE READ transaction that holds the relay's lock: observe the
-//! replicas, plan, load, record, and mark the notes done, all in that one
-//! transaction, before anything is published.
+//! One relay pass, run by `CALL sync.relay()` (sql/relay.sql) in a
+//! REPEATABLE READ transaction that holds the relay's lock: check the
+//! database against the declarations, observe the replicas, plan, form
+//! cohorts, load, record, and mark the notes done, all in that one
+//! transaction, before anything is published. The modules below are its
+//! steps, in that order.
 
-pub mod cohorts;
-pub mod encode;
+pub mod scratch;
 pub mod epochs;
-pub mod load;
 pub mod observe;
 pub mod plan;
+pub mod cohorts;
+pub mod load;
+pub mod encode;
 pub mod record;
-pub mod scratch;
 pub mod steps;
 
 use std::sync::atomic::{AtomicBool, Ordering};

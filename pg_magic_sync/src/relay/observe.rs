@@ -1,4 +1,4 @@
-//! Step 0 of a pass: what became of the replicas since the last one.
+//! A step of a pass, the first: what became of the replicas since the last one.
 //!
 //! A replica that became live is provisioned from scratch; one that stopped
 //! being live, or is gone, is forgotten: nothing recorded as held by it and

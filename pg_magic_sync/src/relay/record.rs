@@ -1,4 +1,4 @@
-//! Step 3 of a pass: the plan packed into messages, numbered, sealed and
+//! The last step of a pass: the plan packed into messages, numbered, sealed and
 //! written to each replica's outbox, with what they carry recorded as held
 //! (or leaving), all in the pass's transaction.
 //!
@@ -19,6 +19,7 @@ use magic_sync_proto::limits::Limits;
 
 use crate::catalog::table_sql::{key_matches, key_of, quote_ident, quote_literal, row_bytes};
 use crate::catalog::Declared;
+use crate::error::Error;
 use crate::message::envelope::{self, Head, Kind};
 use crate::message::pack::{Op, Packer};
 use crate::message::seal::{self, Sealed};
@@ -182,16 +183,18 @@ fn parts_by_cohort() -> BTreeMap<i32, BTreeMap<(String, Op), Part>> {
         PARTS,
         10_000,
         |row| {
-            let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
-            let replica = from_pg(row.get(2).ok().flatten().expect("a replica"));
-            let table: String = row.get(3).ok().flatten().unwrap_or_default();
-            let code = row.get::<String>(4).ok().flatten().unwrap_or_default();
+            let cohort: i32 = spi::column(row, 1, "sync_pass_representatives.cohort");
+            let replica = from_pg(spi::column(row, 2, "sync_pass_representatives.replica"));
+            let table: String = spi::column(row, 3, "sync_pass_plan.table_name");
+            let code: String = spi::column(row, 4, "sync_pass_plan.op");
             let part = if code == "w" {
                 Part::Whole(replica)
             } else {
                 Part::Listed(replica)
             };
-            (cohort, table, Op::from_code(&code), part)
+            let op = Op::from_code(&code)
+                .unwrap_or_else(|| Error::unknown("sync_pass_plan.op", &code).raise());
+            (cohort, table, op, part)
         },
         |rows| {
             for (cohort, table, op, part) in rows {
@@ -210,8 +213,8 @@ fn partitions() -> BTreeMap<Uuid, Option<String>> {
         10_000,
         |row| {
             (
-                from_pg(row.get(1).ok().flatten().expect("a replica")),
-                row.get::<String>(2).ok().flatten(),
+                from_pg(spi::column(row, 1, "sync_pass_replicas.id")),
+                spi::nullable::<String>(row, 2, "sync_pass_replicas.partition"),
             )
         },
         |rows| partitions.extend(rows),
@@ -311,9 +314,9 @@ impl Planned {
         Planned {
             table: table.to_owned(),
             op,
-            key: row.get(1).ok().flatten().unwrap_or_default(),
-            note: row.get(2).ok().flatten().unwrap_or_default(),
-            bytes: row.get(3).ok().flatten(),
+            key: spi::column(row, 1, "a planned row's key"),
+            note: spi::column(row, 2, "a planned row's note"),
+            bytes: spi::nullable(row, 3, "a planned row's bytes"),
         }
     }
 }
@@ -402,18 +405,18 @@ fn members() -> BTreeMap<i32, Vec<Member>> {
         MEMBERS,
         10_000,
         |row| {
-            let provision: bool = row.get(3).ok().flatten().unwrap_or_default();
+            let provision: bool = spi::column(row, 3, "sync_pass_cohorts.provision");
             let (previous, previous_nonce) = if provision {
                 (0, 0)
             } else {
                 (
-                    row.get::<i64>(4).ok().flatten().unwrap_or_default() as u64,
-                    row.get::<i64>(5).ok().flatten().unwrap_or_default() as u64,
+                    spi::column::<i64>(row, 4, "sync.replicas.last_sequence") as u64,
+                    spi::column::<i64>(row, 5, "sync.replicas.last_nonce") as u64,
                 )
             };
-            let cohort: i32 = row.get(1).ok().flatten().unwrap_or_default();
+            let cohort: i32 = spi::column(row, 1, "sync_pass_cohorts.cohort");
             let member = Member {
-                replica: from_pg(row.get(2).ok().flatten().expect("a replica id")),
+                replica: from_pg(spi::column(row, 2, "sync_pass_cohorts.replica")),
                 provision,
                 snapshot: provision.then(Uuid::new_v4),
                 previous,
@@ -623,8 +626,8 @@ fn store_bodies(pending: &[Pending]) -> Vec<i64> {
     Spi::connect_mut(|client| {
         let stored = client
             .update(STORE_BODIES, None, &[bytes.into()])
-            .expect("stores the bodies");
-        ids.extend(stored.map(|row| row.get::<i64>(1).ok().flatten().expect("a body id")));
+            .unwrap_or_else(|e| Error::spi(STORE_BODIES, e).raise());
+        ids.extend(stored.map(|row| spi::column::<i64>(&row, 1, "sync.bodies.id")));
     });
     ids
 }
@@ -635,7 +638,7 @@ fn draw_numbers(count: usize) -> Vec<i64> {
     spi::for_each_chunk(
         &format!("SELECT nextval('sync.message_numbers') FROM generate_series(1, {count})"),
         10_000,
-        |row| row.get::<i64>(1).ok().flatten().expect("a number"),
+        |row| spi::column::<i64>(row, 1, "a message number"),
         |chunk| numbers.extend(chunk),
     );
     numbers.sort_unstable();

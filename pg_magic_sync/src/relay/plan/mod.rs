@@ -1,4 +1,4 @@
-//! Step 1 of a pass: what each replica should be sent.
+//! A step of a pass, after observing the replicas: what each replica should be sent.
 //!
 //! Set-based, in temporary tables of the relay's transaction, all in its one
 //! REPEATABLE READ snapshot:
