@@ -10,8 +10,7 @@
 //! - a lookup no index serves;
 //! - the replicas' relation gone, or its columns.
 
-use pgrx::prelude::*;
-
+use crate::catalog::store;
 use crate::catalog::{self, Declared};
 use crate::declare::indexes;
 use crate::declare::resolve::{self, Problem, Request, Resolved};
@@ -34,30 +33,19 @@ struct Recorded {
 }
 
 fn recorded() -> Vec<Recorded> {
-    Spi::connect(|client| {
-        client
-            .select(
-                "SELECT name, request, table_columns, table_types, table_not_null \
-                 FROM sync.tables ORDER BY position, name",
-                None,
-                &[],
-            )
-            .expect("reads sync.tables")
-            .map(|row| Recorded {
-                name: row.get(1).ok().flatten().unwrap_or_default(),
-                request: Request::from_json(
-                    &row.get::<pgrx::JsonB>(2)
-                        .ok()
-                        .flatten()
-                        .map(|j| j.0)
-                        .unwrap_or_default(),
-                ),
-                columns: row.get(3).ok().flatten().unwrap_or_default(),
-                types: row.get(4).ok().flatten().unwrap_or_default(),
-                not_null: row.get(5).ok().flatten().unwrap_or_default(),
-            })
-            .collect()
-    })
+    store::table_rows()
+        .into_iter()
+        .map(|rows| {
+            let t = rows.table;
+            Recorded {
+                name: t.name,
+                request: Request::from_json(t.request).unwrap_or_else(|e| e.raise()),
+                columns: t.table_columns,
+                types: t.table_types,
+                not_null: t.table_not_null,
+            }
+        })
+        .collect()
 }
 
 /// The stored requests, to resolve again.

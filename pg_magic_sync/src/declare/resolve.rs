@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use magic_sync_proto::key::KeyType;
 
@@ -17,6 +17,7 @@ use crate::catalog::table_sql::quote_literal;
 use crate::catalog::{Apply, Assignments, Declared, Members, Mirror, Reference, Replicas, Rule};
 use crate::declare::rule_text::{self, RuleText};
 use crate::declare::system_catalog::{self, Column, ForeignKey, Relation};
+use crate::error::Error;
 
 /// Something wrong with a declaration: what, and what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +37,7 @@ fn problem(message: impl Into<String>, hint: impl Into<String>) -> Problem {
 /// (relation names as the user wrote them, until resolved: then
 /// schema-qualified and quoted, so they read the same whatever the search
 /// path).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Request {
     pub relation: String,
     pub mirror: String,
@@ -56,43 +57,20 @@ pub struct Request {
 }
 
 impl Request {
+    /// As sync.tables.request keeps it.
     pub fn to_json(&self) -> Value {
-        json!({
-            "relation": self.relation, "mirror": self.mirror, "sync": self.sync,
-            "name": self.name, "key": self.key, "origin": self.origin,
-            "version": self.version, "created": self.created, "desired": self.desired,
-            "apply": self.apply, "replica_owned": self.replica_owned, "active": self.active,
-            "unmirrored": self.unmirrored, "install": self.install, "indexes": self.indexes,
-        })
+        serde_json::to_value(self).expect("a request is plain data")
     }
 
-    pub fn from_json(value: &Value) -> Request {
-        let text = |f: &str| value[f].as_str().map(str::to_owned);
-        let list = |f: &str| {
-            value[f].as_array().map(|items| {
-                items
-                    .iter()
-                    .filter_map(|i| i.as_str().map(str::to_owned))
-                    .collect()
-            })
-        };
-        Request {
-            relation: text("relation").unwrap_or_default(),
-            mirror: text("mirror").unwrap_or_else(|| "catalog".to_owned()),
-            sync: text("sync"),
-            name: text("name"),
-            key: list("key"),
-            origin: text("origin"),
-            version: text("version"),
-            created: text("created"),
-            desired: list("desired"),
-            apply: text("apply"),
-            replica_owned: list("replica_owned"),
-            active: text("active"),
-            unmirrored: list("unmirrored"),
-            install: value["install"].as_bool().unwrap_or(true),
-            indexes: value["indexes"].as_bool().unwrap_or(true),
-        }
+    /// As sync.tables.request keeps it: a request the engine wrote that
+    /// does not read back is an engine fault.
+    pub fn from_json(value: Value) -> Result<Request, Error> {
+        serde_json::from_value(value).map_err(|e| {
+            Error::engine(
+                format!("magic_sync: sync.tables.request does not read back: {e}"),
+                "The engine writes this value itself: its tables were changed by hand, or this is a bug.",
+            )
+        })
     }
 
     /// The call that makes this declaration: what a hint tells a user to
@@ -1222,7 +1200,7 @@ mod tests {
             indexes: true,
             ..Request::default()
         };
-        assert_eq!(Request::from_json(&request.to_json()), request);
+        assert_eq!(Request::from_json(request.to_json()).unwrap(), request);
     }
 
     #[test]

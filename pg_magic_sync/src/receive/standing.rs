@@ -9,11 +9,12 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::error::Error;
 use crate::spi::{self, to_pg};
 
 /// The replica's row of `sync.replicas`, with times as seconds since the
 /// epoch of Unix and `now` the transaction's time.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
 pub struct Standing {
     pub live: bool,
     /// A provisioning is pending: the next pass sends a snapshot.
@@ -52,42 +53,22 @@ const READ: &str = "\
         'now', extract(epoch FROM now())) \
     FROM sync.replicas WHERE id = $1 FOR UPDATE";
 
-fn uuid_of(value: &Value) -> Option<Uuid> {
-    value.as_str().and_then(|s| Uuid::try_parse(s).ok())
-}
-
-fn seconds(value: &Value) -> Option<f64> {
-    value
-        .as_f64()
-        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
-}
-
 impl Standing {
     /// The replica's standing, or None when the relay has not seen it yet.
     pub fn read(replica: Uuid) -> Option<Standing> {
         let json: pgrx::JsonB = spi::one(READ, &[to_pg(replica).into()])?;
-        Some(Standing::from_json(&json.0))
+        Some(Standing::from_json(json.0).unwrap_or_else(|e| e.raise()))
     }
 
-    pub fn from_json(v: &Value) -> Standing {
-        Standing {
-            live: v["live"].as_bool().unwrap_or(false),
-            provision: v["provision"].as_bool().unwrap_or(false),
-            epoch: uuid_of(&v["epoch"]),
-            last_sequence: v["last_sequence"].as_i64().unwrap_or(0),
-            last_nonce: v["last_nonce"].as_i64().unwrap_or(0),
-            snapshot_sequence: v["snapshot_sequence"].as_i64(),
-            applied_epoch: uuid_of(&v["applied_epoch"]),
-            applied_sequence: v["applied_sequence"].as_i64().unwrap_or(0),
-            applied_nonce: v["applied_nonce"].as_i64().unwrap_or(0),
-            provision_at: seconds(&v["provision_at"]),
-            said_times: v["said_times"].as_i64().unwrap_or(0) as i32,
-            said_at: seconds(&v["said_at"]),
-            said_provisioned_at: seconds(&v["said_provisioned_at"]),
-            digests_at: seconds(&v["digests_at"]),
-            digests_provisioned_at: seconds(&v["digests_provisioned_at"]),
-            now: seconds(&v["now"]).unwrap_or(0.0),
-        }
+    /// The replica's row as READ answers it: a column missing or of another
+    /// type is an engine fault.
+    pub fn from_json(v: Value) -> Result<Standing, Error> {
+        serde_json::from_value(v).map_err(|e| {
+            Error::engine(
+                format!("magic_sync: a row of sync.replicas does not read back: {e}"),
+                READ,
+            )
+        })
     }
 
     /// The last message it applied, as the server last heard it, in the
@@ -120,18 +101,26 @@ mod tests {
 
     #[test]
     fn a_standing_reads_back_from_its_json() {
-        let s = Standing::from_json(&json!({
+        let s = Standing::from_json(json!({
             "live": true, "provision": false,
             "epoch": "00000000-0000-0000-0000-0000000000e1",
             "last_sequence": 12, "last_nonce": 99, "snapshot_sequence": 7,
             "applied_epoch": "00000000-0000-0000-0000-0000000000e1",
             "applied_sequence": 10, "applied_nonce": 5,
-            "said_times": 2, "said_at": "1700000000.5", "now": 1700000100.0
-        }));
+            "said_times": 2, "said_at": 1700000000.5, "now": 1700000100.0,
+            "provision_at": null, "digests_at": null
+        }))
+        .unwrap();
         assert_eq!(s.applied_in_chain(), Some(10));
         assert_eq!(s.said_at, Some(1_700_000_000.5));
         assert!(s.snapshot_on_its_way_after(6));
         assert!(!s.snapshot_on_its_way_after(7));
+    }
+
+    #[test]
+    fn a_row_missing_what_is_never_null_is_an_engine_fault_not_a_default() {
+        let read = Standing::from_json(json!({"live": true, "provision": false, "now": 1.0}));
+        assert!(matches!(read, Err(Error::Engine { .. })));
     }
 
     #[test]
