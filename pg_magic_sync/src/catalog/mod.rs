@@ -1,6 +1,6 @@
 //! The declarations, as the engine reads them back from its tables
-//! (sql/declarations.sql): where the replicas are, and every declared table
-//! with its rule, its references and its columns.
+//! (sql/schema.sql, through sql/declarations.sql): where the replicas are,
+//! and every declared table with its rule, its references and its columns.
 //!
 //! `declared_tables()` is what the relay reads, parents first.
 
