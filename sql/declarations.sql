@@ -1,11 +1,11 @@
 -- The declarations as the engine reads them (pg_magic_sync/src/catalog/),
--- and the lookups declaring makes (pg_magic_sync/src/declare/). Their tables,
--- sync.replica_source, sync.tables, sync.table_references and sync.groups,
--- are in schema.sql.
+-- and the lookups declaring makes (pg_magic_sync/src/declare/): the
+-- engine's own, in sync_internal. Their tables, sync.replica_source,
+-- sync.tables, sync.table_references and sync.groups, are in schema.sql.
 
 -- Every declaration, parents first, as one JSON object each: the row of
 -- sync.tables, its references, and its groups.
-CREATE FUNCTION sync.declarations() RETURNS SETOF jsonb
+CREATE FUNCTION sync_internal.declarations() RETURNS SETOF jsonb
 LANGUAGE sql STABLE AS $$
     SELECT to_jsonb(t) - 'request'
            || jsonb_build_object(
@@ -19,7 +19,7 @@ $$;
 
 -- A relation by the name a user gave, or NULL when there is none (a name
 -- that is not even a name included).
-CREATE FUNCTION sync.regclass_or_null(name text) RETURNS regclass
+CREATE FUNCTION sync_internal.regclass_or_null(name text) RETURNS regclass
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     RETURN to_regclass(name);

@@ -1,7 +1,9 @@
 -- Filing what replicas send up (pg_magic_sync/src/receive/): the hooks a
 -- host declares for what it knows of a sender, and the PL/pgSQL that files
 -- rows with a savepoint around them, so a row the database refuses is kept
--- instead of failing the upload. The tables that keep what an Up says
+-- instead of failing the upload. What users call is in sync
+-- (sync.declare_senders); the rest is the engine's own, in sync_internal,
+-- called by sync.receive and sync.relay. The tables that keep what an Up says
 -- (sync.backlogs, sync.alarms, sync.inbox, sync.senders, and the columns of
 -- sync.held and sync.replicas it writes) are in schema.sql.
 
@@ -11,7 +13,7 @@
 -- The function a hook names (with or without its argument types),
 -- schema-qualified and quoted, when one with these argument types exists;
 -- NULL otherwise.
-CREATE FUNCTION sync.hook_function(name text, arguments text) RETURNS text
+CREATE FUNCTION sync_internal.hook_function(name text, arguments text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     found regprocedure;
@@ -43,19 +45,19 @@ DECLARE
     stored sync.senders;
 BEGIN
     IF known IS NOT NULL THEN
-        k := sync.hook_function(known, 'uuid');
+        k := sync_internal.hook_function(known, 'uuid');
         IF k IS NULL THEN
             problems := problems || format('known: no function %s(uuid)', split_part(known, '(', 1));
         END IF;
     END IF;
     IF filing IS NOT NULL THEN
-        f := sync.hook_function(filing, 'uuid, jsonb');
+        f := sync_internal.hook_function(filing, 'uuid, jsonb');
         IF f IS NULL THEN
             problems := problems || format('filing: no function %s(uuid, jsonb)', split_part(filing, '(', 1));
         END IF;
     END IF;
     IF place IS NOT NULL THEN
-        p := sync.hook_function(place, 'uuid, jsonb, text, jsonb');
+        p := sync_internal.hook_function(place, 'uuid, jsonb, text, jsonb');
         IF p IS NULL THEN
             problems := problems || format('place: no function %s(uuid, jsonb, text, jsonb)', split_part(place, '(', 1));
         ELSIF (SELECT prorettype FROM pg_proc
@@ -86,7 +88,7 @@ $$;
 -- of something, going away, or the transaction lost a race. Everything else
 -- (a constraint, a value that does not read, a trigger's own error, a bug)
 -- is permanent: the rows are kept and filed after a deploy.
-CREATE FUNCTION sync.is_transient(state text) RETURNS boolean
+CREATE FUNCTION sync_internal.is_transient(state text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$
     SELECT state IN ('40001', '40P01', '40003', '55P03', '55006', '57014')
         OR left(state, 2) IN ('08', '53', '57', '58', 'HV')
@@ -97,9 +99,9 @@ $$;
 -- the sender's filing hook took; NULL: the caller's), answering how many
 -- rows it filed, or why the database refused it. A transient error fails
 -- the call: the upload must come again.
-CREATE FUNCTION sync.file_together(statement text, rows jsonb, replica uuid, known jsonb,
-                                   table_name text, runs_as text,
-                                   OUT filed bigint, OUT failure text)
+CREATE FUNCTION sync_internal.file_together(statement text, rows jsonb, replica uuid,
+                                            known jsonb, table_name text, runs_as text,
+                                            OUT filed bigint, OUT failure text)
 LANGUAGE plpgsql AS $$
 DECLARE
     caller text := current_setting('role');
@@ -114,7 +116,7 @@ BEGIN
         END IF;
     EXCEPTION WHEN OTHERS THEN
         -- The savepoint is undone, and the role with it.
-        IF sync.is_transient(SQLSTATE) THEN
+        IF sync_internal.is_transient(SQLSTATE) THEN
             RAISE;
         END IF;
         filed := 0;
@@ -124,16 +126,16 @@ END
 $$;
 
 -- The same statement, one row at a time, each in a savepoint of its own
--- (sync.file_together's): per row (at, from 0), how many it filed, or why
--- it was refused.
-CREATE FUNCTION sync.file_each(statement text, rows jsonb, replica uuid, known jsonb,
-                               table_name text, runs_as text)
+-- (sync_internal.file_together's): per row (at, from 0), how many it filed,
+-- or why it was refused.
+CREATE FUNCTION sync_internal.file_each(statement text, rows jsonb, replica uuid, known jsonb,
+                                        table_name text, runs_as text)
 RETURNS TABLE (at integer, filed bigint, failure text)
 LANGUAGE sql AS $$
     SELECT i, one.filed, one.failure
     FROM generate_series(0, jsonb_array_length(rows) - 1) AS i
-    CROSS JOIN LATERAL sync.file_together(statement, jsonb_build_array(rows -> i), replica,
-                                          known, table_name, runs_as) AS one
+    CROSS JOIN LATERAL sync_internal.file_together(statement, jsonb_build_array(rows -> i),
+                                                   replica, known, table_name, runs_as) AS one
     ORDER BY i;
 $$;
 
@@ -141,8 +143,8 @@ $$;
 -- sync.senders keeps it, quoted), one at a time in a savepoint of its own,
 -- as `runs_as`: per row (at, from 0), the row as it is to be filed, or why
 -- the function failed on it.
-CREATE FUNCTION sync.place_each(place text, rows jsonb, replica uuid, known jsonb,
-                                table_name text, runs_as text)
+CREATE FUNCTION sync_internal.place_each(place text, rows jsonb, replica uuid, known jsonb,
+                                         table_name text, runs_as text)
 RETURNS TABLE (at integer, placed jsonb, failure text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -163,7 +165,7 @@ BEGIN
                 PERFORM set_config('role', caller, true);
             END IF;
         EXCEPTION WHEN OTHERS THEN
-            IF sync.is_transient(SQLSTATE) THEN
+            IF sync_internal.is_transient(SQLSTATE) THEN
                 RAISE;
             END IF;
             failure := SQLERRM;
@@ -176,13 +178,13 @@ $$;
 -- Runs a hook's statement ($1 the sender, $2 what is known of it) in a
 -- savepoint: NULL when it ran, or why it failed. What it sets for the rest
 -- of the transaction (set_config(..., true), SET LOCAL ROLE) stays.
-CREATE FUNCTION sync.run_hook(statement text, replica uuid, known jsonb) RETURNS text
+CREATE FUNCTION sync_internal.run_hook(statement text, replica uuid, known jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE statement USING replica, known;
     RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
-    IF sync.is_transient(SQLSTATE) THEN
+    IF sync_internal.is_transient(SQLSTATE) THEN
         RAISE;
     END IF;
     RETURN SQLERRM;
@@ -192,7 +194,7 @@ $$;
 -- For the relay, before a pass: replicas whose provisioning was noted for
 -- later (they said of themselves they needed one sooner than they may) and
 -- whose time has come are provisioned. Answers how many.
-CREATE FUNCTION sync.provision_due() RETURNS bigint
+CREATE FUNCTION sync_internal.provision_due() RETURNS bigint
 LANGUAGE sql AS $$
     WITH due AS (
         UPDATE sync.replicas SET provision = true, provision_at = NULL,

@@ -1,5 +1,6 @@
--- Noting changes: the triggers' functions, and the checks declarations
--- run, in PL/pgSQL.
+-- Noting changes: the triggers' functions (in sync: users' trigger DDL
+-- names them), and the check declarations run (the engine's own, in
+-- sync_internal).
 
 -- The note triggers (pg_magic_sync/src/note/): row triggers in C, each
 -- reading the columns its arguments name straight from the row.
@@ -20,7 +21,7 @@ $$;
 
 -- The error an SQL condition over a relation raises, or NULL when it runs.
 -- `relation` is quoted already; `condition` is the declarer's SQL.
-CREATE FUNCTION sync.check_condition(relation text, condition text) RETURNS text
+CREATE FUNCTION sync_internal.check_condition(relation text, condition text) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE format('SELECT 1 FROM %s AS r WHERE (%s) LIMIT 0', relation, condition);

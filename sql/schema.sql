@@ -6,11 +6,20 @@
 -- sql/magic_sync--A--B.sql. Every table here holds state that must survive a
 -- dump and restore, so each is marked for pg_dump at the end of this file.
 
+-- The engine's own functions, which only the engine calls (the relay, the
+-- filing of an Up, declaring), are in schema sync_internal, out of the way
+-- of what users call in sync. No one else is given them: PUBLIC has no
+-- USAGE on the schema, and no EXECUTE on any of its functions
+-- (sql/privileges.sql revokes it once every function exists).
+CREATE SCHEMA sync_internal;
+REVOKE ALL ON SCHEMA sync_internal FROM PUBLIC;
+
 -- ---------------------------------------------------------------------------
 -- The declarations: where the replicas are, and which tables travel and
 -- how. Written by sync.declare_replicas() and sync.declare_table()
 -- (pg_magic_sync/src/declare/), read by the relay through
--- sync.declarations() (sql/declarations.sql, pg_magic_sync/src/catalog/).
+-- sync_internal.declarations() (sql/declarations.sql,
+-- pg_magic_sync/src/catalog/).
 --
 -- Each declaration keeps the options as they were given (request), and
 -- what they resolved to against the database: every declaration is
@@ -240,7 +249,7 @@ CREATE TABLE sync.replicas (
     -- long between each time while it keeps saying so, up to 32 minutes; 64
     -- quiet minutes start over. One that says it sooner is noted for then:
     -- the relay provisions it once provision_at has come
-    -- (sync.provision_due()).
+    -- (sync_internal.provision_due()).
     provision_at      timestamptz,
     said_times        integer NOT NULL DEFAULT 0,
     said_at           timestamptz,

@@ -1,7 +1,7 @@
 //! magic_sync's server half: a PostgreSQL extension.
 //!
 //! `CREATE EXTENSION magic_sync` makes schema `sync` with the engine's
-//! tables (sql/schema.sql) and these functions:
+//! tables (sql/schema.sql) and the functions users call:
 //! - declarations: `sync.declare_replicas`, `sync.declare_table`,
 //!   `sync.triggers` (declare.rs);
 //! - the relay: `CALL sync.relay()` runs one pass (relay.rs and the modules
@@ -9,6 +9,10 @@
 //! - the default transport, a queue in the database: `sync.next`, `sync.ack`
 //!   (queue.rs);
 //! - what replicas send up: `sync.receive` (receive.rs).
+//!
+//! The engine's own functions, which only it calls (the steps of a relay
+//! pass, the savepoints of filing, the lookups of declaring), are in schema
+//! `sync_internal`, which PUBLIC may not use (sql/privileges.sql).
 //!
 //! The `#[pg_extern]` functions are thin: they take SQL values, call plain
 //! Rust and SQL, and turn the answer into SQL values.
@@ -29,7 +33,8 @@ mod spi;
 
 ::pgrx::pg_module_magic!(name, version);
 
-// The engine's tables come first; every function is created after them.
+// The engine's tables, and schema sync_internal, come first; every function
+// is created after them.
 extension_sql_file!("../../sql/schema.sql", name = "schema", bootstrap);
 extension_sql_file!(
     "../../sql/declarations.sql",
@@ -47,7 +52,10 @@ extension_sql_file!(
     name = "filing",
     requires = ["declarations"]
 );
-extension_sql_file!("../../sql/relay.sql", name = "relay", finalize);
+extension_sql_file!("../../sql/relay.sql", name = "relay");
+// Last, once every function exists: EXECUTE on the engine's own taken from
+// PUBLIC.
+extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

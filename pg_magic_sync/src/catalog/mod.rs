@@ -291,7 +291,7 @@ pub fn replicas() -> Option<Replicas> {
 pub fn declared_tables() -> Vec<Declared> {
     let rows: Vec<Value> = Spi::connect(|client| {
         client
-            .select("SELECT sync.declarations()", None, &[])
+            .select("SELECT sync_internal.declarations()", None, &[])
             .expect("reads sync.tables")
             .filter_map(|row| row.get::<pgrx::JsonB>(1).ok().flatten().map(|j| j.0))
             .collect()
@@ -301,7 +301,8 @@ pub fn declared_tables() -> Vec<Declared> {
 
 // ---------------------------------------------------------------------------
 // A declaration to and from JSON: how sync.tables and its companions are
-// read in one query (sync.declarations()), and how declare.rs writes them.
+// read in one query (sync_internal.declarations()), and how declare.rs
+// writes them.
 
 fn text(value: &Value, field: &str) -> String {
     value[field].as_str().unwrap_or_default().to_owned()
@@ -330,7 +331,7 @@ fn key_types(value: &Value, field: &str) -> Vec<KeyType> {
         .collect()
 }
 
-/// A declaration as `sync.declarations()` answers it.
+/// A declaration as `sync_internal.declarations()` answers it.
 pub fn from_json(value: &Value) -> Declared {
     let references: Vec<Reference> = value["references"]
         .as_array()

@@ -48,7 +48,7 @@ pub fn find_relation(name: &str) -> Option<Relation> {
     Spi::connect(|client| {
         let mut rows = client
             .select(
-                &format!("{RELATION} WHERE c.oid = sync.regclass_or_null($1)"),
+                &format!("{RELATION} WHERE c.oid = sync_internal.regclass_or_null($1)"),
                 Some(1),
                 &[name.into()],
             )

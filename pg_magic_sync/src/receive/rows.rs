@@ -370,7 +370,7 @@ fn place(
     Spi::connect(|client| {
         let found = client
             .select(
-                "SELECT at, placed, failure FROM sync.place_each($1, $2, $3, $4, $5, $6)",
+                "SELECT at, placed, failure FROM sync_internal.place_each($1, $2, $3, $4, $5, $6)",
                 None,
                 &[
                     function.as_str().into(),
@@ -743,7 +743,7 @@ fn run_statement(
     let together = Spi::connect(|client| {
         let mut found = client
             .select(
-                "SELECT filed, failure FROM sync.file_together($1, $2::jsonb, $3, $4, $5, $6)",
+                "SELECT filed, failure FROM sync_internal.file_together($1, $2::jsonb, $3, $4, $5, $6)",
                 Some(1),
                 &args(rows),
             )
@@ -761,7 +761,7 @@ fn run_statement(
             Spi::connect(|client| {
                 let found = client
                     .select(
-                        "SELECT at, filed, failure FROM sync.file_each($1, $2::jsonb, $3, $4, $5, $6)",
+                        "SELECT at, filed, failure FROM sync_internal.file_each($1, $2::jsonb, $3, $4, $5, $6)",
                         None,
                         &args(rows),
                     )
