@@ -1,133 +1,19 @@
--- Filing what replicas send up (pg_magic_sync/src/receive.rs and the
--- modules it calls): the engine's tables and columns that keep what an Up
--- says, the hooks a host declares for what it knows of a sender, and the
--- PL/pgSQL that files rows with a savepoint around them, so a row the
--- database refuses is kept instead of failing the upload.
---
--- The engine's tables of schema.sql are changed here by ALTER TABLE, so
--- that file stays as it is.
-
--- ---------------------------------------------------------------------------
--- What a replica said of rows it was sent (protocol A.4).
-
--- A row a replica refused (a rejection of the last message that carried it,
--- or of its delete) stays in sync.held: it is still held for every decision
--- that takes rows back, and not for progress or digests. It is sent again
--- when its retry comes (retry_at) or when a relay starts, and the refusal
--- is taken once the replica applies a later message that carries it.
-ALTER TABLE sync.held ADD COLUMN refused text;
--- The message the replica refused it in: a later one that carries the row
--- and is applied takes the refusal.
-ALTER TABLE sync.held ADD COLUMN refused_by bigint;
-ALTER TABLE sync.held ADD COLUMN refused_at timestamptz;
--- A row of the replica's own it held back (nothing is at fault: no alarm).
-ALTER TABLE sync.held ADD COLUMN held_back boolean NOT NULL DEFAULT false;
--- When the relay sends it (or its delete) again.
-ALTER TABLE sync.held ADD COLUMN retry_at timestamptz;
-CREATE INDEX held_refused ON sync.held (retry_at) WHERE refused IS NOT NULL;
-
--- ---------------------------------------------------------------------------
--- What a replica says of itself (protocol A.2, A.5).
-
--- A replica provisioned again for what it says of itself (a gap, a message
--- older than the last it applied, an epoch this database never had) is so
--- at most once a minute, twice as long between each time while it keeps
--- saying so, up to 32 minutes; 64 quiet minutes start over. One that says
--- it sooner is noted for then: the relay provisions it once provision_at
--- has come (sync.provision_due()).
-ALTER TABLE sync.replicas ADD COLUMN provision_at timestamptz;
-ALTER TABLE sync.replicas ADD COLUMN said_times integer NOT NULL DEFAULT 0;
-ALTER TABLE sync.replicas ADD COLUMN said_at timestamptz;
-ALTER TABLE sync.replicas ADD COLUMN said_provisioned_at timestamptz;
--- Digests are compared at most every ten minutes; a mismatch provisions the
--- replica again, and one within a day of that is logged, not acted on.
-ALTER TABLE sync.replicas ADD COLUMN digests_at timestamptz;
-ALTER TABLE sync.replicas ADD COLUMN digests_provisioned_at timestamptz;
-
--- The last backlog each replica said, with when (an Up without one leaves
--- it standing). A replica is catching up while its backlog is not empty.
-CREATE TABLE sync.backlogs (
-    replica       uuid PRIMARY KEY,
-    -- [{table, unsent, unfiled, set_aside}], as the replica said it.
-    tables        jsonb NOT NULL,
-    -- Whether every figure of it is 0.
-    empty         boolean NOT NULL,
-    said_at       timestamptz NOT NULL DEFAULT now()
-);
-
--- What whoever runs the server must hear of: the database found to have
--- gone back (restored from an older copy), digests that differ again within
--- a day of the provisioning they caused.
-CREATE TABLE sync.alarms (
-    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    raised_at     timestamptz NOT NULL DEFAULT now(),
-    replica       uuid,
-    what          text NOT NULL
-);
-
--- ---------------------------------------------------------------------------
--- The inbox: what was uploaded and could not be filed yet (protocol A.3).
-
--- A row the database refused, a delete it refused, an upload whose filing
--- failed as a whole for a reason a resend cannot cure, or an edit of a
--- two-way row that waits for the replica's provisioning to be confirmed.
--- Each counted as filed in the Filed that answered it. One row per row of
--- a replica: the newest upload of a row replaces what was kept of it, and
--- one filed drops it, so nothing filed later rolls a row back.
-CREATE TABLE sync.inbox (
-    replica       uuid NOT NULL,
-    table_name    text COLLATE "C" NOT NULL,
-    key           text COLLATE "C" NOT NULL,
-    -- 'u': a row (of a record or setting, or an edit of a two-way row);
-    -- 'd': a delete of a row of the replica's own.
-    op            text NOT NULL CHECK (op IN ('u', 'd')),
-    -- The row as it came (origin set to the sender), for 'u'.
-    row           jsonb,
-    -- It came in a re-stated part: filed whatever its version.
-    restated      boolean NOT NULL DEFAULT false,
-    -- For a delete: the last message the replica had applied when it sent
-    -- it, in the epoch of its chain then. A held row a later message
-    -- carries stays held (protocol A.3).
-    applied_epoch uuid,
-    applied_sequence bigint,
-    -- Why it waits: the database's refusal, or the provisioning.
-    reason        text NOT NULL,
-    -- It waits for the replica's provisioning to be confirmed, not for a fix.
-    waiting       boolean NOT NULL DEFAULT false,
-    kept_at       timestamptz NOT NULL DEFAULT now(),
-    tries         integer NOT NULL DEFAULT 1,
-    retry_at      timestamptz NOT NULL,
-    PRIMARY KEY (replica, table_name, key)
-);
-CREATE INDEX inbox_due ON sync.inbox (retry_at);
+-- Filing what replicas send up (pg_magic_sync/src/receive/): the hooks a
+-- host declares for what it knows of a sender, and the PL/pgSQL that files
+-- rows with a savepoint around them, so a row the database refuses is kept
+-- instead of failing the upload. What users call is in sync
+-- (sync.declare_senders); the rest is the engine's own, in sync_internal,
+-- called by sync.receive and sync.relay. The tables that keep what an Up says
+-- (sync.backlogs, sync.alarms, sync.inbox, sync.senders, and the columns of
+-- sync.held and sync.replicas it writes) are in schema.sql.
 
 -- ---------------------------------------------------------------------------
 -- What the server knows of a sender: sync.declare_senders().
 
-CREATE TABLE sync.senders (
-    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
-    -- known(replica uuid) -> anything: what the host knows of the sender
-    -- (as jsonb), NULL for a sender it does not know (dropped, logged).
-    known         text,
-    -- filing(replica uuid, known jsonb): run before the sender's rows are
-    -- filed, in the filing transaction (set_config for row policies, SET
-    -- LOCAL ROLE).
-    filing        text,
-    -- place(replica uuid, known jsonb, table_name text, row jsonb) -> jsonb:
-    -- each uploaded row as it is to be filed (stamped with a company id).
-    place         text,
-    declared_at   timestamptz NOT NULL DEFAULT now()
-);
-
-SELECT pg_catalog.pg_extension_config_dump('sync.backlogs', '');
-SELECT pg_catalog.pg_extension_config_dump('sync.alarms', '');
-SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
-SELECT pg_catalog.pg_extension_config_dump('sync.senders', '');
-
 -- The function a hook names (with or without its argument types),
 -- schema-qualified and quoted, when one with these argument types exists;
 -- NULL otherwise.
-CREATE FUNCTION sync.hook_function(name text, arguments text) RETURNS text
+CREATE FUNCTION sync_internal.hook_function(name text, arguments text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     found regprocedure;
@@ -159,19 +45,19 @@ DECLARE
     stored sync.senders;
 BEGIN
     IF known IS NOT NULL THEN
-        k := sync.hook_function(known, 'uuid');
+        k := sync_internal.hook_function(known, 'uuid');
         IF k IS NULL THEN
             problems := problems || format('known: no function %s(uuid)', split_part(known, '(', 1));
         END IF;
     END IF;
     IF filing IS NOT NULL THEN
-        f := sync.hook_function(filing, 'uuid, jsonb');
+        f := sync_internal.hook_function(filing, 'uuid, jsonb');
         IF f IS NULL THEN
             problems := problems || format('filing: no function %s(uuid, jsonb)', split_part(filing, '(', 1));
         END IF;
     END IF;
     IF place IS NOT NULL THEN
-        p := sync.hook_function(place, 'uuid, jsonb, text, jsonb');
+        p := sync_internal.hook_function(place, 'uuid, jsonb, text, jsonb');
         IF p IS NULL THEN
             problems := problems || format('place: no function %s(uuid, jsonb, text, jsonb)', split_part(place, '(', 1));
         ELSIF (SELECT prorettype FROM pg_proc
@@ -202,7 +88,7 @@ $$;
 -- of something, going away, or the transaction lost a race. Everything else
 -- (a constraint, a value that does not read, a trigger's own error, a bug)
 -- is permanent: the rows are kept and filed after a deploy.
-CREATE FUNCTION sync.is_transient(state text) RETURNS boolean
+CREATE FUNCTION sync_internal.is_transient(state text) RETURNS boolean
 LANGUAGE sql IMMUTABLE AS $$
     SELECT state IN ('40001', '40P01', '40003', '55P03', '55006', '57014')
         OR left(state, 2) IN ('08', '53', '57', '58', 'HV')
@@ -213,9 +99,9 @@ $$;
 -- the sender's filing hook took; NULL: the caller's), answering how many
 -- rows it filed, or why the database refused it. A transient error fails
 -- the call: the upload must come again.
-CREATE FUNCTION sync.file_together(statement text, rows jsonb, replica uuid, known jsonb,
-                                   table_name text, runs_as text,
-                                   OUT filed bigint, OUT failure text)
+CREATE FUNCTION sync_internal.file_together(statement text, rows jsonb, replica uuid,
+                                            known jsonb, table_name text, runs_as text,
+                                            OUT filed bigint, OUT failure text)
 LANGUAGE plpgsql AS $$
 DECLARE
     caller text := current_setting('role');
@@ -230,7 +116,7 @@ BEGIN
         END IF;
     EXCEPTION WHEN OTHERS THEN
         -- The savepoint is undone, and the role with it.
-        IF sync.is_transient(SQLSTATE) THEN
+        IF sync_internal.is_transient(SQLSTATE) THEN
             RAISE;
         END IF;
         filed := 0;
@@ -240,16 +126,16 @@ END
 $$;
 
 -- The same statement, one row at a time, each in a savepoint of its own
--- (sync.file_together's): per row (at, from 0), how many it filed, or why
--- it was refused.
-CREATE FUNCTION sync.file_each(statement text, rows jsonb, replica uuid, known jsonb,
-                               table_name text, runs_as text)
+-- (sync_internal.file_together's): per row (at, from 0), how many it filed,
+-- or why it was refused.
+CREATE FUNCTION sync_internal.file_each(statement text, rows jsonb, replica uuid, known jsonb,
+                                        table_name text, runs_as text)
 RETURNS TABLE (at integer, filed bigint, failure text)
 LANGUAGE sql AS $$
     SELECT i, one.filed, one.failure
     FROM generate_series(0, jsonb_array_length(rows) - 1) AS i
-    CROSS JOIN LATERAL sync.file_together(statement, jsonb_build_array(rows -> i), replica,
-                                          known, table_name, runs_as) AS one
+    CROSS JOIN LATERAL sync_internal.file_together(statement, jsonb_build_array(rows -> i),
+                                                   replica, known, table_name, runs_as) AS one
     ORDER BY i;
 $$;
 
@@ -257,8 +143,8 @@ $$;
 -- sync.senders keeps it, quoted), one at a time in a savepoint of its own,
 -- as `runs_as`: per row (at, from 0), the row as it is to be filed, or why
 -- the function failed on it.
-CREATE FUNCTION sync.place_each(place text, rows jsonb, replica uuid, known jsonb,
-                                table_name text, runs_as text)
+CREATE FUNCTION sync_internal.place_each(place text, rows jsonb, replica uuid, known jsonb,
+                                         table_name text, runs_as text)
 RETURNS TABLE (at integer, placed jsonb, failure text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -279,7 +165,7 @@ BEGIN
                 PERFORM set_config('role', caller, true);
             END IF;
         EXCEPTION WHEN OTHERS THEN
-            IF sync.is_transient(SQLSTATE) THEN
+            IF sync_internal.is_transient(SQLSTATE) THEN
                 RAISE;
             END IF;
             failure := SQLERRM;
@@ -292,13 +178,13 @@ $$;
 -- Runs a hook's statement ($1 the sender, $2 what is known of it) in a
 -- savepoint: NULL when it ran, or why it failed. What it sets for the rest
 -- of the transaction (set_config(..., true), SET LOCAL ROLE) stays.
-CREATE FUNCTION sync.run_hook(statement text, replica uuid, known jsonb) RETURNS text
+CREATE FUNCTION sync_internal.run_hook(statement text, replica uuid, known jsonb) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
     EXECUTE statement USING replica, known;
     RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
-    IF sync.is_transient(SQLSTATE) THEN
+    IF sync_internal.is_transient(SQLSTATE) THEN
         RAISE;
     END IF;
     RETURN SQLERRM;
@@ -308,7 +194,7 @@ $$;
 -- For the relay, before a pass: replicas whose provisioning was noted for
 -- later (they said of themselves they needed one sooner than they may) and
 -- whose time has come are provisioned. Answers how many.
-CREATE FUNCTION sync.provision_due() RETURNS bigint
+CREATE FUNCTION sync_internal.provision_due() RETURNS bigint
 LANGUAGE sql AS $$
     WITH due AS (
         UPDATE sync.replicas SET provision = true, provision_at = NULL,

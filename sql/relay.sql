@@ -1,16 +1,18 @@
 -- Running the relay: the lock, the pass's transaction, in PL/pgSQL around
--- the Rust that plans and records (pg_magic_sync/src/relay.rs).
+-- the Rust that plans and records (pg_magic_sync/src/relay/). What users
+-- call is in sync (sync.relay, sync.retry, sync.resync); the steps of a
+-- pass are the engine's own, in sync_internal.
 
--- A row's bytes as they travel (pg_magic_sync/src/encode.rs): a JSON
+-- A row's bytes as they travel (pg_magic_sync/src/relay/encode.rs): a JSON
 -- object of the values under the names, byte for byte what json_build_object
 -- writes, without looking each value's type up again for every row.
-CREATE FUNCTION sync.row_bytes(names text[], VARIADIC "any") RETURNS bytea
+CREATE FUNCTION sync_internal.row_bytes(names text[], VARIADIC "any") RETURNS bytea
 LANGUAGE c IMMUTABLE PARALLEL SAFE AS 'MODULE_PATHNAME', 'row_bytes';
 
 -- Takes the relay's lock for this transaction, and answers whether the
 -- transaction's snapshot is fresh: false when another pass committed after
 -- the snapshot was taken (the caller then starts over).
-CREATE FUNCTION sync.claim_relay() RETURNS boolean
+CREATE FUNCTION sync_internal.claim_relay() RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'repeatable read' THEN
@@ -46,18 +48,18 @@ BEGIN
     -- starts, a deploy may have fixed them), and replicas whose
     -- provisioning was put off until it may (said of themselves too often)
     -- are marked for it.
-    PERFORM sync.refile(sync.relay_starts());
-    PERFORM sync.provision_due();
+    PERFORM sync.refile(sync_internal.relay_starts());
+    PERFORM sync_internal.provision_due();
     COMMIT;
     LOOP
         SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        EXIT WHEN sync.claim_relay();
+        EXIT WHEN sync_internal.claim_relay();
         ROLLBACK;
     END LOOP;
     LOOP
         too_large := NULL;
         BEGIN
-            summary := sync.record_pass();
+            summary := sync_internal.record_pass();
             too_large := summary->'unsendable';
             IF too_large IS NOT NULL THEN
                 -- Rows no message could carry: this SQLSTATE of the
@@ -78,7 +80,7 @@ BEGIN
             RAISE EXCEPTION 'magic_sync: rows set aside keep coming back into the pass'
                 USING DETAIL = too_large::text, ERRCODE = 'internal_error';
         END IF;
-        PERFORM sync.set_aside(too_large);
+        PERFORM sync_internal.set_aside(too_large);
     END LOOP;
     COMMIT;
 END
@@ -88,7 +90,7 @@ $$;
 -- A row is set aside at the newest note of it the pass sees (a row read
 -- straight from its table carries none), so that only a later change lets
 -- it through again.
-CREATE FUNCTION sync.set_aside(rows jsonb) RETURNS void
+CREATE FUNCTION sync_internal.set_aside(rows jsonb) RETURNS void
 LANGUAGE sql AS $$
     WITH aside AS (
         SELECT (r->>'table') COLLATE "C" AS table_name, (r->>'key') COLLATE "C" AS key,

@@ -1,13 +1,146 @@
 -- magic_sync's own tables, in schema sync (created by CREATE EXTENSION).
+-- Every table, sequence and index of the engine is defined here, whole; the
+-- other files of sql/ hold only functions and procedures.
 --
 -- Released schema is never edited: a later version changes it in
 -- sql/magic_sync--A--B.sql. Every table here holds state that must survive a
 -- dump and restore, so each is marked for pg_dump at the end of this file.
 
+-- The engine's own functions, which only the engine calls (the relay, the
+-- filing of an Up, declaring), are in schema sync_internal, out of the way
+-- of what users call in sync. No one else is given them: PUBLIC has no
+-- USAGE on the schema, and no EXECUTE on any of its functions
+-- (sql/privileges.sql revokes it once every function exists).
+CREATE SCHEMA sync_internal;
+REVOKE ALL ON SCHEMA sync_internal FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- The declarations: where the replicas are, and which tables travel and
+-- how. Written by sync.declare_replicas() and sync.declare_table()
+-- (pg_magic_sync/src/declare/), read and written through one mapping
+-- (pg_magic_sync/src/catalog/store.rs, with the queries of sql/catalog/).
+--
+-- Each declaration keeps the options as they were given (request), and
+-- what they resolved to against the database: every declaration is
+-- resolved again whenever one is made, and the relay's check resolves them
+-- again to find what changed since.
+
+-- Where the replicas are: sync.declare_replicas().
+CREATE TABLE sync.replica_source (
+    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
+    -- The replicas' table or view, schema-qualified and quoted.
+    relation      text NOT NULL,
+    -- Its column of replica ids (uuid).
+    id_column     text NOT NULL,
+    -- The SQL condition a replica that should receive anything meets.
+    live          text NOT NULL,
+    -- The column that splits replicas and rows into partitions no row
+    -- crosses; NULL: one partition.
+    partition_column text,
+    declared_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- The declared tables: sync.declare_table().
+CREATE TABLE sync.tables (
+    -- The name replicas know the table by.
+    name          text PRIMARY KEY,
+    -- The table, schema-qualified and quoted.
+    relation      text NOT NULL UNIQUE,
+    mirror        text NOT NULL CHECK (mirror IN ('catalog', 'record', 'both', 'setting')),
+    -- Which replicas hold its rows for their own sake.
+    rule          text NOT NULL CHECK (rule IN ('none', 'broadcast', 'assigned', 'follows', 'grouped')),
+    -- assigned: its column of replica ids; follows: the columns of the
+    -- foreign key it follows. The groups of a grouped table: sync.groups.
+    rule_columns  text[] NOT NULL DEFAULT '{}',
+    -- The key, in the declaration's order.
+    key_columns   text[] NOT NULL,
+    -- Each key column's type in the key text form: 'uuid' or 'integer'.
+    key_types     text[] NOT NULL,
+    -- The columns that travel, and their types as format_type writes them.
+    columns       text[] NOT NULL,
+    column_types  text[] NOT NULL,
+    -- The partition column it carries, when the replicas are partitioned.
+    partition_column text,
+    -- The column of the replica a row belongs to (uuid).
+    origin        text,
+    -- The column that orders a record's or a setting's versions.
+    version       text,
+    -- A record's column written once.
+    created       text,
+    -- A setting's columns the server may wish other values.
+    desired       text[] NOT NULL DEFAULT '{}',
+    -- A setting's way with wishes.
+    apply         text CHECK (apply IN ('always', 'if_unchanged')),
+    -- A table written on both sides: the columns replicas own.
+    replica_owned text[] NOT NULL DEFAULT '{}',
+    -- Columns that do not travel.
+    unmirrored    text[] NOT NULL DEFAULT '{}',
+    -- The view of the rows that travel for their own sake, quoted.
+    active        text,
+    -- Whether the engine writes the table's triggers, and its indexes.
+    install       boolean NOT NULL DEFAULT true,
+    indexes       boolean NOT NULL DEFAULT true,
+    -- Every column of the table as declared, with its type and whether it
+    -- is NOT NULL: what the relay's check holds the table against.
+    table_columns text[] NOT NULL,
+    table_types   text[] NOT NULL,
+    table_not_null boolean[] NOT NULL,
+    -- Parents before children: the order tables are sent in.
+    position      integer NOT NULL,
+    -- The options as they were given, to resolve them again.
+    request       jsonb NOT NULL,
+    declared_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- The foreign keys between declared tables: a row travels with every row
+-- it points at.
+CREATE TABLE sync.table_references (
+    table_name    text NOT NULL,
+    -- Its place among the table's references (by constraint name): the
+    -- order of a note's parents_before.
+    position      integer NOT NULL,
+    constraint_name text NOT NULL,
+    -- The child's columns that hold the parent's key, in the parent's key
+    -- order (the partition column both share left out, unless the
+    -- parent's key holds it).
+    columns       text[] NOT NULL,
+    -- The parent, as replicas know it, and its key.
+    parent        text NOT NULL,
+    parent_columns text[] NOT NULL,
+    parent_key_types text[] NOT NULL,
+    PRIMARY KEY (table_name, position)
+);
+
+-- The groups of a grouped table: its members (rows in groups), and the
+-- groups given to replicas.
+CREATE TABLE sync.groups (
+    table_name    text PRIMARY KEY,
+    -- The table of groups both point at, quoted.
+    groups        text NOT NULL,
+    -- The members: quoted; its columns that hold the grouped row's key (in
+    -- key order) and those that name the group.
+    members       text NOT NULL,
+    member_row    text[] NOT NULL,
+    member_group  text[] NOT NULL,
+    -- The groups given to replicas: quoted; its columns that name the
+    -- group (in member_group's order), and its column of replica ids.
+    assigned      text NOT NULL,
+    assigned_group text[] NOT NULL,
+    assigned_replica text NOT NULL
+);
+
+-- ---------------------------------------------------------------------------
+-- Notes.
+
 -- Every insert, update and delete of a declared table, noted by its
 -- triggers in the writing transaction, and deleted by the relay pass that
 -- plans it. A note says only that a row changed: what is sent is always the
 -- row as it is when the relay reads it.
+--
+-- The note triggers (pg_magic_sync/src/note/) form the row themselves,
+-- finding the columns of sync.notes and sync.group_notes by name: a column
+-- they do not fill sends them to an INSERT through SPI, which costs every
+-- note more.
 CREATE SEQUENCE sync.note_ids;
 CREATE TABLE sync.notes (
     id            bigint NOT NULL DEFAULT nextval('sync.note_ids'),
@@ -15,7 +148,15 @@ CREATE TABLE sync.notes (
     -- ASCII, and byte order is the cheapest.
     table_name    text COLLATE "C" NOT NULL,
     key           text COLLATE "C" NOT NULL,
-    noted_at      timestamptz NOT NULL DEFAULT now()
+    noted_at      timestamptz NOT NULL DEFAULT now(),
+    -- What a note says beyond the table and the key: the partition the row
+    -- was in when it changed, and, for a row that points at other declared
+    -- tables, the keys of the parents it pointed at before the change, one
+    -- per reference in the order of sync.table_references.position (NULL
+    -- where it pointed at none): a parent it no longer points at can then be
+    -- let go.
+    partition     text,
+    parents_before text[]
 );
 -- No index: every write of a declared table inserts a note, and an index
 -- would cost each of them more than the note itself. The relay reads every
@@ -28,6 +169,29 @@ CREATE TABLE sync.notes (
 -- writers' cost. After a burst, `VACUUM (TRUNCATE) sync.notes` gives the
 -- space back.
 ALTER TABLE sync.notes SET (vacuum_truncate = off);
+
+-- Changes to groups: a row of a grouped table joining or leaving a group
+-- (key set, replica NULL), or a group given to or taken from a replica
+-- (replica set, key NULL). Numbered from the same sequence as sync.notes,
+-- so the two read together in the order they were written; deleted, like a
+-- note, by the relay pass that plans it.
+CREATE TABLE sync.group_notes (
+    id            bigint PRIMARY KEY DEFAULT nextval('sync.note_ids'),
+    -- The grouped table, as replicas know it.
+    table_name    text NOT NULL,
+    -- The group: its columns' values in the key text form.
+    group_key     text NOT NULL,
+    -- The grouped row that joined or left the group.
+    key           text,
+    -- The replica given the group, or from which it was taken.
+    replica       uuid,
+    noted_at      timestamptz NOT NULL DEFAULT now()
+);
+-- Emptied pages stay for the next notes, as sync.notes's do.
+ALTER TABLE sync.group_notes SET (vacuum_truncate = off);
+
+-- ---------------------------------------------------------------------------
+-- The relay.
 
 -- The server installation's epochs. Messages are sealed under the current
 -- one's secret; a new epoch begins when the database is found to have gone
@@ -77,7 +241,23 @@ CREATE TABLE sync.replicas (
     -- The newest message it said it could not follow, while it has a gap.
     gap               bigint NOT NULL DEFAULT 0,
     heard_at          timestamptz,
-    seen_at           timestamptz NOT NULL DEFAULT now()
+    seen_at           timestamptz NOT NULL DEFAULT now(),
+    -- What it says of itself (protocol A.2, A.5). A replica provisioned
+    -- again for that (a gap, a message older than the last it applied, an
+    -- epoch this database never had) is so at most once a minute, twice as
+    -- long between each time while it keeps saying so, up to 32 minutes; 64
+    -- quiet minutes start over. One that says it sooner is noted for then:
+    -- the relay provisions it once provision_at has come
+    -- (sync_internal.provision_due()).
+    provision_at      timestamptz,
+    said_times        integer NOT NULL DEFAULT 0,
+    said_at           timestamptz,
+    said_provisioned_at timestamptz,
+    -- Digests are compared at most every ten minutes; a mismatch provisions
+    -- the replica again, and one within a day of that is logged, not acted
+    -- on.
+    digests_at        timestamptz,
+    digests_provisioned_at timestamptz
 );
 
 -- What each replica holds, or has on its way: one row per row sent it.
@@ -98,8 +278,25 @@ CREATE TABLE sync.held (
     -- The message that takes it back; the row is gone from here once the
     -- replica applied it.
     leaving       bigint,
+    -- A row a replica refused (a rejection of the last message that carried
+    -- it, or of its delete: protocol A.4) stays here: it is still held for
+    -- every decision that takes rows back, and not for progress or digests.
+    -- It is sent again when its retry comes (retry_at) or when a relay
+    -- starts, and the refusal is taken once the replica applies a later
+    -- message that carries it.
+    refused       text,
+    -- The message the replica refused it in: a later one that carries the
+    -- row and is applied takes the refusal.
+    refused_by    bigint,
+    refused_at    timestamptz,
+    -- A row of the replica's own it held back (nothing is at fault: no
+    -- alarm).
+    held_back     boolean NOT NULL DEFAULT false,
+    -- When the relay sends it (or its delete) again.
+    retry_at      timestamptz,
     PRIMARY KEY (replica, table_name, key)
 );
+CREATE INDEX held_refused ON sync.held (retry_at) WHERE refused IS NOT NULL;
 
 -- Rows no replica can be sent as they are (no message could carry one),
 -- and so planned around: not sent, nor what points at them, and taken back
@@ -159,6 +356,80 @@ CREATE TABLE sync.outbox (
 );
 CREATE INDEX outbox_by_body ON sync.outbox (body);
 
+-- ---------------------------------------------------------------------------
+-- Filing what replicas send up (pg_magic_sync/src/receive/, sql/filing.sql).
+
+-- The last backlog each replica said, with when (an Up without one leaves
+-- it standing). A replica is catching up while its backlog is not empty.
+CREATE TABLE sync.backlogs (
+    replica       uuid PRIMARY KEY,
+    -- [{table, unsent, unfiled, set_aside}], as the replica said it.
+    tables        jsonb NOT NULL,
+    -- Whether every figure of it is 0.
+    empty         boolean NOT NULL,
+    said_at       timestamptz NOT NULL DEFAULT now()
+);
+
+-- What whoever runs the server must hear of: the database found to have
+-- gone back (restored from an older copy), digests that differ again within
+-- a day of the provisioning they caused.
+CREATE TABLE sync.alarms (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    raised_at     timestamptz NOT NULL DEFAULT now(),
+    replica       uuid,
+    what          text NOT NULL
+);
+
+-- The inbox: what was uploaded and could not be filed yet (protocol A.3).
+-- A row the database refused, a delete it refused, an upload whose filing
+-- failed as a whole for a reason a resend cannot cure, or an edit of a
+-- two-way row that waits for the replica's provisioning to be confirmed.
+-- Each counted as filed in the Filed that answered it. One row per row of
+-- a replica: the newest upload of a row replaces what was kept of it, and
+-- one filed drops it, so nothing filed later rolls a row back.
+CREATE TABLE sync.inbox (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    -- 'u': a row (of a record or setting, or an edit of a two-way row);
+    -- 'd': a delete of a row of the replica's own.
+    op            text NOT NULL CHECK (op IN ('u', 'd')),
+    -- The row as it came (origin set to the sender), for 'u'.
+    row           jsonb,
+    -- It came in a re-stated part: filed whatever its version.
+    restated      boolean NOT NULL DEFAULT false,
+    -- For a delete: the last message the replica had applied when it sent
+    -- it, in the epoch of its chain then. A held row a later message
+    -- carries stays held (protocol A.3).
+    applied_epoch uuid,
+    applied_sequence bigint,
+    -- Why it waits: the database's refusal, or the provisioning.
+    reason        text NOT NULL,
+    -- It waits for the replica's provisioning to be confirmed, not for a fix.
+    waiting       boolean NOT NULL DEFAULT false,
+    kept_at       timestamptz NOT NULL DEFAULT now(),
+    tries         integer NOT NULL DEFAULT 1,
+    retry_at      timestamptz NOT NULL,
+    PRIMARY KEY (replica, table_name, key)
+);
+CREATE INDEX inbox_due ON sync.inbox (retry_at);
+
+-- What the server knows of a sender: sync.declare_senders() (sql/filing.sql).
+CREATE TABLE sync.senders (
+    only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
+    -- known(replica uuid) -> anything: what the host knows of the sender
+    -- (as jsonb), NULL for a sender it does not know (dropped, logged).
+    known         text,
+    -- filing(replica uuid, known jsonb): run before the sender's rows are
+    -- filed, in the filing transaction (set_config for row policies, SET
+    -- LOCAL ROLE).
+    filing        text,
+    -- place(replica uuid, known jsonb, table_name text, row jsonb) -> jsonb:
+    -- each uploaded row as it is to be filed (stamped with a company id).
+    place         text,
+    declared_at   timestamptz NOT NULL DEFAULT now()
+);
+
 SELECT pg_catalog.pg_extension_config_dump('sync.note_ids', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.notes', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
@@ -169,3 +440,12 @@ SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.message_numbers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_source', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.table_references', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.groups', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.group_notes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.backlogs', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.alarms', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.senders', '');

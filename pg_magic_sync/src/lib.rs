@@ -17,8 +17,10 @@
 //! - what replicas send up (api/receiving.rs): `sync.receive(replica,
 //!   bytes)`, `sync.refile(everything)`.
 //!
-//! The engine's own helpers (the relay's steps, filing's savepoints,
-//! `row_bytes`) live in schema `sync_internal`, out of the user's way.
+//! The engine's own functions, which only it calls (the steps of a relay
+//! pass, the savepoints of filing, the lookups of declaring, `row_bytes`),
+//! are in schema `sync_internal`, which PUBLIC may not use
+//! (sql/privileges.sql).
 //!
 //! The modules, bottom up: each uses only those above it in this list.
 
@@ -56,7 +58,10 @@ extension_sql_file!(
     name = "filing",
     requires = ["declarations"]
 );
-extension_sql_file!("../../sql/relay.sql", name = "relay", finalize);
+extension_sql_file!("../../sql/relay.sql", name = "relay");
+// Last, once every function exists: EXECUTE on the engine's own taken from
+// PUBLIC.
+extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize);
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {

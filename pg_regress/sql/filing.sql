@@ -184,10 +184,10 @@ SELECT count(*) FROM shop.receipts WHERE id = '00000000-0000-0000-0000-000000000
 SELECT sync.declare_senders();
 
 -- A replica provisioned later than it asked is provisioned once its time
--- has come (a relay asks sync.provision_due() before a pass).
+-- has come (a relay asks sync_internal.provision_due() before a pass).
 INSERT INTO sync.replicas (id, live, provision, provision_at)
 VALUES ('00000000-0000-0000-0000-00000000000a', true, false, now() - interval '1 second');
-SELECT sync.provision_due();
+SELECT sync_internal.provision_due();
 SELECT provision, provision_at, said_times FROM sync.replicas;
 
 -- Leave the database as it was found.

@@ -5,4 +5,4 @@
 -- partitioned table, 'v' a view...).
 SELECT c.oid, n.nspname::text, c.relname::text, c.relkind::text
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE c.oid = sync.regclass_or_null($1)
+ WHERE c.oid = sync_internal.regclass_or_null($1)

@@ -123,12 +123,12 @@ pub fn row_json(table: &Declared, alias: &str) -> String {
     }
 }
 
-/// The most values sync.row_bytes takes: a function takes at most 100
+/// The most values sync_internal.row_bytes takes: a function takes at most 100
 /// arguments, and the names are one.
 const ROW_BYTES_MOST: usize = 99;
 
 /// The row of `alias` as the bytes that travel (`bytea`, UTF-8 JSON), as
-/// `convert_to(row_json::text, 'UTF8')` writes it, by sync.row_bytes
+/// `convert_to(row_json::text, 'UTF8')` writes it, by sync_internal.row_bytes
 /// (relay/encode.rs), which writes most types itself: a
 /// decimal is handed to it as text, any other column as `to_json` makes it.
 pub fn row_bytes(table: &Declared, alias: &str) -> String {
@@ -152,13 +152,13 @@ pub fn row_bytes(table: &Declared, alias: &str) -> String {
         })
         .collect();
     format!(
-        "sync.row_bytes(ARRAY[{}]::text[], {})",
+        "sync_internal.row_bytes(ARRAY[{}]::text[], {})",
         names.join(", "),
         values.join(", ")
     )
 }
 
-/// Whether sync.row_bytes writes a column of this type (as `format_type`
+/// Whether sync_internal.row_bytes writes a column of this type (as `format_type`
 /// names it) itself, as json_build_object would.
 fn written_by_row_bytes(ty: &str) -> bool {
     matches!(
@@ -259,7 +259,7 @@ mod tests {
         };
         assert_eq!(
             row_bytes(&table, "t"),
-            "sync.row_bytes(ARRAY['id', 'price_cents', 'updated_at', 'tags']::text[], t.\"id\", \
+            "sync_internal.row_bytes(ARRAY['id', 'price_cents', 'updated_at', 'tags']::text[], t.\"id\", \
              t.\"price_cents\", t.\"updated_at\", to_json(t.\"tags\"))"
         );
     }

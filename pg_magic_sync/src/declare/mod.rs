@@ -23,7 +23,7 @@ use crate::spi;
 /// The error of a condition run against the relation, or None when it runs.
 fn condition_error(relation: &str, condition: &str) -> Option<String> {
     spi::one::<String>(
-        "SELECT sync.check_condition($1, $2)",
+        "SELECT sync_internal.check_condition($1, $2)",
         &[relation.into(), condition.into()],
     )
 }

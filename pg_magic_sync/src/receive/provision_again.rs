@@ -5,7 +5,7 @@
 //! once a minute, then twice as long between each time while it keeps
 //! saying so, up to 32 minutes; one quiet for 64 minutes starts over. One
 //! that says it sooner is noted for then (`provision_at`), and the relay
-//! provisions it once that time has come (`sync.provision_due()`).
+//! provisions it once that time has come (`sync_internal.provision_due()`).
 
 use uuid::Uuid;
 

@@ -37,15 +37,16 @@ use crate::receive::standing::Standing;
 use crate::spi::{self, to_pg};
 
 /// The host's `place` hook, run a row at a time (sql/filing.sql).
-const PLACE_EACH: &str = "SELECT at, placed, failure FROM sync.place_each($1, $2, $3, $4, $5, $6)";
+const PLACE_EACH: &str =
+    "SELECT at, placed, failure FROM sync_internal.place_each($1, $2, $3, $4, $5, $6)";
 
 /// A part's statement over all its rows, in a savepoint (sql/filing.sql).
 const FILE_TOGETHER: &str =
-    "SELECT filed, failure FROM sync.file_together($1, $2::jsonb, $3, $4, $5, $6)";
+    "SELECT filed, failure FROM sync_internal.file_together($1, $2::jsonb, $3, $4, $5, $6)";
 
 /// The same statement a row at a time, when the database refused the whole.
 const FILE_EACH: &str =
-    "SELECT at, filed, failure FROM sync.file_each($1, $2::jsonb, $3, $4, $5, $6)";
+    "SELECT at, filed, failure FROM sync_internal.file_each($1, $2::jsonb, $3, $4, $5, $6)";
 
 /// A row of a part, read and checked, ready to file.
 #[derive(Clone, Debug, PartialEq)]

@@ -129,7 +129,7 @@ impl Sender {
     pub fn begin_filing(&mut self) -> Option<String> {
         let function = self.hooks.filing.clone()?;
         let failure: Option<String> = spi::one(
-            "SELECT sync.run_hook($1, $2, $3)",
+            "SELECT sync_internal.run_hook($1, $2, $3)",
             &[
                 format!("SELECT {function}($1, $2)").as_str().into(),
                 to_pg(self.replica).into(),

@@ -1,4 +1,4 @@
-//! A row's bytes as they travel: `sync.row_bytes(names, VARIADIC values)`,
+//! A row's bytes as they travel: `sync_internal.row_bytes(names, VARIADIC values)`,
 //! a JSON object of the values under the names, UTF-8.
 //!
 //! It writes what `convert_to(json_build_object(name, value, ...)::text,
@@ -117,7 +117,7 @@ impl Layout {
                 let prefix = prefix_of(i, name);
                 let kind = Kind::of(*ty).unwrap_or_else(|| {
                     Error::bad_input(
-                        format!("magic_sync: sync.row_bytes cannot write a value of type {ty:?} ({name})"),
+                        format!("magic_sync: sync_internal.row_bytes cannot write a value of type {ty:?} ({name})"),
                         "Give it text, varchar, uuid, smallint, integer, bigint, boolean, timestamptz or json; to_json() makes any other value json.",
                     ).raise()
                 });
@@ -301,22 +301,22 @@ unsafe fn layout_of<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut Layout {
         let args = (*fcinfo).args.as_slice(nargs);
         if nargs < 2 {
             Error::bad_input(
-                "magic_sync: sync.row_bytes needs names and at least one value",
-                "Write sync.row_bytes(names, value1, value2, ...).",
+                "magic_sync: sync_internal.row_bytes needs names and at least one value",
+                "Write sync_internal.row_bytes(names, value1, value2, ...).",
             )
             .raise();
         }
         if pg_sys::get_fn_expr_variadic(flinfo) {
             Error::bad_input(
-                "magic_sync: sync.row_bytes takes its values one by one, not as a VARIADIC array"
+                "magic_sync: sync_internal.row_bytes takes its values one by one, not as a VARIADIC array"
                     .to_owned(),
-                "Write sync.row_bytes(names, value1, value2, ...).",
+                "Write sync_internal.row_bytes(names, value1, value2, ...).",
             )
             .raise();
         }
         if args[0].isnull {
             Error::bad_input(
-                "magic_sync: sync.row_bytes needs the names of its values".to_owned(),
+                "magic_sync: sync_internal.row_bytes needs the names of its values".to_owned(),
                 "Give the names as a text[] first.",
             )
             .raise();
@@ -325,7 +325,7 @@ unsafe fn layout_of<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut Layout {
         if names.len() != nargs - 1 {
             Error::bad_input(
                 format!(
-                    "magic_sync: sync.row_bytes was given {} names for {} values",
+                    "magic_sync: sync_internal.row_bytes was given {} names for {} values",
                     names.len(),
                     nargs - 1
                 ),
@@ -391,7 +391,7 @@ fn bytea_of(json: &[u8]) -> Datum {
 
 crate::spi::function_info_v1!(pg_finfo_row_bytes);
 
-/// `sync.row_bytes(names text[], VARIADIC "any") RETURNS bytea`.
+/// `sync_internal.row_bytes(names text[], VARIADIC "any") RETURNS bytea`.
 ///
 /// # Safety
 /// PostgreSQL calls it, as the V1 function `row_bytes`, with the call's own

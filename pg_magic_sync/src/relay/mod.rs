@@ -68,13 +68,13 @@ fn provision_all_if_redeclared() -> bool {
 /// Whether this session has run a pass: the first one is a relay starting.
 static RELAYED_IN_THIS_SESSION: AtomicBool = AtomicBool::new(false);
 
-/// `sync.relay_starts()`: whether the next pass in this session is the
+/// `sync_internal.relay_starts()`: whether the next pass in this session is the
 /// first, a relay starting, when whatever was set aside is tried again.
 pub fn relay_starts() -> bool {
     !RELAYED_IN_THIS_SESSION.load(Ordering::Relaxed)
 }
 
-/// `sync.record_pass()`: the recording half of a pass. Called by
+/// `sync_internal.record_pass()`: the recording half of a pass. Called by
 /// `sync.relay()`, which gives it its transaction; answers what it did.
 pub fn record_pass() -> serde_json::Value {
     // Nothing runs on a database that is not as the declarations say: the

@@ -34,7 +34,7 @@ mod tests {
     }
 
     fn pass() -> serde_json::Value {
-        Spi::get_one::<pgrx::JsonB>("SELECT sync.record_pass()")
+        Spi::get_one::<pgrx::JsonB>("SELECT sync_internal.record_pass()")
             .unwrap()
             .unwrap()
             .0
@@ -224,7 +224,7 @@ mod tests {
         Spi::run("SELECT sync.declare_table('shop.missing', sync => 'broadcast')").unwrap();
     }
 
-    /// sync.row_bytes writes every row byte for byte as the JSON the
+    /// sync_internal.row_bytes writes every row byte for byte as the JSON the
     /// engine wrote with json_build_object, whatever the types and values.
     #[pg_test]
     fn row_bytes_writes_what_json_build_object_writes() {

@@ -169,7 +169,7 @@ impl Shop {
         // does (sync.refile), in a transaction of its own.
         self.pg.query_one("SELECT sync.refile()", &[]).unwrap();
         self.pg
-            .query_one("SELECT sync.provision_due()", &[])
+            .query_one("SELECT sync_internal.provision_due()", &[])
             .unwrap();
         let row = self.pg.query_one("CALL sync.relay()", &[]).unwrap();
         row.get(0)
