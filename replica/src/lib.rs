@@ -23,8 +23,9 @@
 //! folder uses only the folders before it in this list:
 //! - `error`: what can go wrong; `sql`: small SQLite helpers;
 //! - `model/`, the tables: `declare`: the tables a device holds; `codec`:
-//!   how their rows travel; `shape`: how SQLite has them; `links`: the
-//!   foreign keys between them; `key_sql`: keys as SQL; `row_json`: values;
+//!   how their rows travel; `value`: a value as a codec carries it;
+//!   `shape`: how SQLite has them; `links`: the foreign keys between them;
+//!   `key_sql`: keys as SQL; `row_json`: values;
 //! - `message/`, what the server sends: `check`: whether a message is one a
 //!   server sends (`wire`: a `Down` read in one pass);
 //! - `engine/`, the engine's part of the database: `schema`: the engine's
@@ -35,8 +36,9 @@
 //!   `chain`: where it stands against the last applied; `apply`: a `Down`'s
 //!   rows; `upsert`: a row as the upsert that writes it; `let_go`: deletes,
 //!   retiring, and letting retired rows go; `snapshot`: remembering and
-//!   sweeping; `faults`: the rows at fault when the commit is refused;
-//!   `outcome`: what became of each row;
+//!   sweeping; `spot`: a place in a message; `context`: what applying and
+//!   sweeping share; `faults`: the rows at fault when the commit is
+//!   refused; `outcome`: what became of each row;
 //! - `upload/`: the `Up` (`upload/mod.rs`); `digest`: fingerprints;
 //!   `backlog`: what waits;
 //! - `queue` (feature `pg-queue`): the client of the server's queue.

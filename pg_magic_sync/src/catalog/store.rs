@@ -517,6 +517,12 @@ pub fn write_tables(tables: &[TableRows], touched: Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As `jsonb` writes it, without the path that raises a PostgreSQL
+    /// error: a plain test runs outside a backend.
+    fn to_json<T: Serialize>(value: &T) -> Value {
+        serde_json::to_value(value).unwrap()
+    }
     use serde_json::json;
 
     /// A row of sync.tables as sql/catalog/declarations.sql answers it,
@@ -635,7 +641,7 @@ mod tests {
     /// Written as rows, through their JSON, and read back.
     fn round_trip(table: &Declared) -> Result<Declared, Error> {
         let rows = TableRows::of(table, Shape::default(), json!({}));
-        declared_from_json(jsonb(&rows).0)
+        declared_from_json(to_json(&rows))
     }
 
     #[test]
@@ -676,7 +682,7 @@ mod tests {
             partition: Some("company_id".into()),
         };
         let row: ReplicaSourceRow =
-            from_json(jsonb(&ReplicaSourceRow::from(&replicas)).0, "replicas")?;
+            from_json(to_json(&ReplicaSourceRow::from(&replicas)), "replicas")?;
         assert_eq!(Replicas::from(row), replicas);
         Ok(())
     }

@@ -2,13 +2,16 @@
 //! columns, or as a protobuf message whose fields the declaration maps to
 //! columns.
 //!
-//! A codec turns bytes into cells (a JSON value, or raw bytes for a
-//! protobuf `bytes` field) named by column, and back; `row_json` turns
-//! cells into the SQLite values a column stores, the same way for both.
+//! A codec turns bytes into cells (`value::Cell`: a JSON value, or raw
+//! bytes for a protobuf `bytes` field) named by column, and back;
+//! `row_json` turns cells into the SQLite values a column stores, the same
+//! way for both.
 
 use std::collections::HashSet;
 
 use serde_json::{json, Map, Value as JsonValue};
+
+use crate::model::value::Cell;
 
 /// What a protobuf field holds, as `.proto` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,22 +220,6 @@ impl Codec {
             })
             .collect::<Result<_, _>>()
             .map(Codec::Protobuf)
-    }
-}
-
-/// One column's value as a codec carries it.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Cell {
-    Json(JsonValue),
-    Bytes(Vec<u8>),
-}
-
-impl Cell {
-    fn to_json(&self) -> JsonValue {
-        match self {
-            Cell::Json(v) => v.clone(),
-            Cell::Bytes(b) => JsonValue::String(crate::model::row_json::hex(b)),
-        }
     }
 }
 

@@ -8,3 +8,4 @@ pub(crate) mod key_sql;
 pub(crate) mod links;
 pub(crate) mod row_json;
 pub(crate) mod shape;
+pub(crate) mod value;

@@ -22,8 +22,8 @@ use rusqlite::types::{Value as SqlValue, ValueRef};
 use serde_json::Value as JsonValue;
 use uuid::Uuid;
 
-use crate::model::codec::Cell;
 use crate::model::shape::{ColumnKind, Shape};
+use crate::model::value::{hex, Cell};
 
 /// One JSON value as the SQLite value a column of this kind stores.
 pub(crate) fn to_sql(kind: ColumnKind, value: &JsonValue) -> Result<SqlValue, ValueError> {
@@ -108,10 +108,6 @@ fn not_a(value: &JsonValue, expected: &'static str) -> ValueError {
         value: value.to_string(),
         expected,
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 // ---------------------------------------------------------------------------

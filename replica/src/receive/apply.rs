@@ -21,8 +21,6 @@
 //! row that comes after it. A later row with the same key, or a later
 //! delete of it, replaces it: the server changed its mind.
 
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use magic_sync_proto::key::{self, KeyError, KeyPart, KeyType};
@@ -31,131 +29,17 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, CachedStatement, Connection};
 
 use crate::engine::notes;
-use crate::message::check::Head;
-use crate::model::links::Link;
 use crate::model::row_json::key_to_sql;
 use crate::model::shape::Shape;
-use crate::receive::faults::Tracker;
-use crate::receive::let_go::{self, Doomed, World};
+use crate::receive::context::{settle, Context, Stop};
+use crate::receive::let_go::{self, Doomed};
 use crate::receive::outcome::{holds, Outcome};
 use crate::receive::snapshot;
 use crate::receive::snapshot::PartKeys;
+use crate::receive::spot::Spot;
 use crate::receive::upsert::{self, Bound, Reader, Row};
 use crate::sql::{attempt, is_storage_failure, Attempt, Failure};
 use crate::Mirror;
-
-/// A place in a message: a row, or a group of rows let go of together.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Spot {
-    Upsert {
-        part: usize,
-        row: usize,
-    },
-    Delete {
-        part: usize,
-        row: usize,
-    },
-    /// A part's deletes, let go of together.
-    Deletes {
-        part: usize,
-    },
-    /// A row a snapshot's end lets go of.
-    Swept {
-        table: String,
-        key: String,
-    },
-    /// A table a snapshot's end sweeps, together.
-    Sweep {
-        table: String,
-    },
-}
-
-/// What earlier tries of the same message taught: applying it again, these
-/// are done differently.
-#[derive(Default, Debug)]
-pub(crate) struct Plan {
-    /// Rows rejected before they are tried: trying them ended the whole
-    /// transaction (a trigger's RAISE(ROLLBACK)), or the database's check
-    /// of its keys found them at fault when it refused the commit.
-    pub skip: HashMap<Spot, String>,
-    /// Groups let go of one row at a time, for the same reason.
-    pub one_at_a_time: HashSet<Spot>,
-    /// Every row in a savepoint of its own from the start.
-    pub careful: bool,
-    /// Tracks what each row wrote, to find the rows at fault when the
-    /// database refused the commit.
-    pub find_faults: bool,
-    /// The database refused to commit the message for what no single row
-    /// explained: every row of it is rejected, so the rest of what it says
-    /// (its numbers, its snapshot) stands.
-    pub reject_all: Option<String>,
-}
-
-impl Plan {
-    pub(crate) fn verdict(&self, spot: &Spot) -> Option<&str> {
-        self.reject_all
-            .as_deref()
-            .or_else(|| self.skip.get(spot).map(String::as_str))
-    }
-
-    fn straight_through(&self) -> bool {
-        !self.careful && !self.find_faults && self.reject_all.is_none()
-    }
-}
-
-/// Why applying stopped before the end.
-#[derive(Debug)]
-pub(crate) enum Stop {
-    Storage(rusqlite::Error),
-    /// The transaction was lost at this spot: apply the message again with
-    /// the spot done differently.
-    TransactionLost(Spot, String),
-    /// A statement failed while a part went straight through: undo the
-    /// part and apply it carefully (the message's only part: the message).
-    Careful,
-    /// The transaction ended while rows were written together: apply the
-    /// message again carefully, which finds the row that ends it.
-    LostTogether,
-}
-
-impl From<rusqlite::Error> for Stop {
-    fn from(e: rusqlite::Error) -> Stop {
-        Stop::Storage(e)
-    }
-}
-
-/// What applying needs to know besides the message.
-pub(crate) struct Context<'a> {
-    pub conn: &'a Connection,
-    pub shapes: &'a [Shape],
-    pub links: &'a [Link],
-    pub head: Head<'a>,
-    /// Whether the message belongs to the snapshot in progress: then the
-    /// keys of its rows are remembered for the sweep at its end.
-    pub in_snapshot: bool,
-    /// The sequence of the message that began the snapshot in progress.
-    pub snapshot_began: u64,
-    pub plan: &'a Plan,
-    pub tracker: &'a RefCell<Tracker>,
-    /// Whether the database's triggers, all the engine's, are set aside
-    /// while the message applies (`triggers::Quiet`).
-    pub quiet: bool,
-    pub texts: &'a upsert::Texts,
-}
-
-impl Context<'_> {
-    pub(crate) fn shape(&self, table: &str) -> Option<&Shape> {
-        self.shapes.iter().find(|s| s.name == table)
-    }
-
-    pub(crate) fn world(&self) -> World<'_> {
-        World {
-            conn: self.conn,
-            shapes: self.shapes,
-            links: self.links,
-        }
-    }
-}
 
 /// An upsert the database refused, to try again.
 #[derive(Clone)]
@@ -750,42 +634,6 @@ impl<'a> Applying<'a> {
         }
         Ok(())
     }
-}
-
-/// What became of one row let go of, in the outcome (shared with the
-/// sweep at a snapshot's end).
-pub(crate) fn settle(
-    ctx: &Context<'_>,
-    outcome: &mut Outcome,
-    shape: &Shape,
-    row: &Doomed,
-    parts: Option<Vec<KeyPart>>,
-    fate: let_go::Fate,
-) -> Result<(), Stop> {
-    match fate {
-        let_go::Fate::Gone | let_go::Fate::Retired => outcome.let_go(&shape.name, &row.key),
-        let_go::Fate::RetiredForEdit => {
-            outcome.let_go(&shape.name, &row.key);
-            ctx.conn
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO sync_retired_for_edits (table_name, key, epoch, sequence)
-                     VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(rusqlite::params![
-                    shape.name,
-                    row.key,
-                    ctx.head.epoch,
-                    ctx.head.sequence as i64
-                ])?;
-        }
-        let_go::Fate::Kept(why) => outcome.rejected(
-            &shape.name,
-            &row.key,
-            parts,
-            format!("the database refused to let go of the row: {why}"),
-        ),
-    }
-    Ok(())
 }
 
 fn stop(failure: Failure, spot: Spot) -> Stop {

@@ -16,7 +16,7 @@ use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
 use crate::model::links::Link;
 use crate::model::shape::Shape;
-use crate::receive::apply::Spot;
+use crate::receive::spot::Spot;
 use crate::sql::quote;
 
 #[derive(Default)]

@@ -3,10 +3,12 @@
 
 mod apply;
 mod chain;
+mod context;
 mod faults;
 mod let_go;
 pub(crate) mod outcome;
 mod snapshot;
+mod spot;
 pub(crate) mod upsert;
 
 use magic_sync_proto::limits::Limits;
@@ -21,11 +23,12 @@ use crate::engine::{notes, state};
 use crate::message::check::{self, Head, Malformed, Objection};
 use crate::model::links::Link;
 use crate::model::shape::Shape;
-use crate::receive::apply::{Context, Plan, Spot, Stop};
 use crate::receive::chain::Step;
+use crate::receive::context::{Context, Plan, Stop};
 use crate::receive::faults::Tracker;
 use crate::receive::let_go::World;
 use crate::receive::outcome::{AppliedTable, Outcome, Rejected};
+use crate::receive::spot::Spot;
 use crate::sql::{is_storage_failure, Transaction};
 use crate::Error;
 

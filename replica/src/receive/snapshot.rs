@@ -20,9 +20,10 @@ use uuid::Uuid;
 use crate::engine::reject;
 use crate::model::key_sql;
 use crate::model::shape::{ColumnKind, Shape};
-use crate::receive::apply::{settle, Context, Spot, Stop};
+use crate::receive::context::{settle, Context, Stop};
 use crate::receive::let_go::{self, Doomed};
 use crate::receive::outcome::Outcome;
+use crate::receive::spot::Spot;
 use crate::sql::quote;
 
 /// The keys one part of a message of the snapshot in progress let go of,

@@ -99,7 +99,7 @@ pub(crate) fn version_text(
                 Err(_) => text.into_owned(),
             }
         }
-        ValueRef::Blob(b) => crate::model::row_json::hex(b),
+        ValueRef::Blob(b) => crate::model::value::hex(b),
     }
 }
 
