@@ -7,3 +7,7 @@
 -- back. The trigger functions of sync stay callable: a trigger runs as
 -- whoever writes the table.
 REVOKE ALL ON ALL ROUTINES IN SCHEMA sync_internal FROM PUBLIC;
+
+-- Starting and stopping the relay's background worker is the owner's:
+-- whoever runs the server decides where a relay runs.
+REVOKE ALL ON FUNCTION sync.start_relay(), sync.stop_relay() FROM PUBLIC;

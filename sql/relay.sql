@@ -29,37 +29,41 @@ EXCEPTION WHEN serialization_failure THEN
 END
 $$;
 
--- One relay pass: in one REPEATABLE READ transaction holding the relay's
--- lock, it reads the notes, plans, loads and records, writing the messages
--- to the outbox and deleting the notes it planned; then it commits. With the
--- default transport the outbox is the queue replicas read with sync.next(),
--- so nothing is left to publish.
---
--- CALL it outside a transaction block: it commits what came before it.
-CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
+-- What waits apart from the notes, in a transaction of its own, before a
+-- pass: uploads kept in the inbox are filed again when due (all of them
+-- when a relay starts: a deploy may have fixed them), and replicas whose
+-- provisioning was put off until it may (said of themselves too often) are
+-- marked for it. Answers what it did.
+CREATE FUNCTION sync_internal.before_pass(starts boolean) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN jsonb_build_object('refiled', sync.refile(starts),
+                              'provision_due', sync_internal.provision_due());
+END
+$$;
+
+-- One relay pass, in the caller's REPEATABLE READ transaction: it takes the
+-- relay's lock, reads the notes, plans, loads and records, writing the
+-- messages to the outbox and deleting the notes it planned, and wakes the
+-- devices waiting on the queue of a replica it wrote to (delivered when the
+-- transaction commits). Answers the pass's summary, or NULL when another
+-- pass committed after the transaction's snapshot was taken: the caller
+-- rolls back and starts over. `starts`: a relay starting, which tries
+-- again at once whatever was set aside.
+CREATE FUNCTION sync_internal.pass(starts boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
+    summary jsonb;
     too_large jsonb;
     rounds int := 0;
 BEGIN
-    COMMIT;
-    -- What waits apart from the notes, in a transaction of its own: uploads
-    -- kept in the inbox are filed again when due (all of them when a relay
-    -- starts, a deploy may have fixed them), and replicas whose
-    -- provisioning was put off until it may (said of themselves too often)
-    -- are marked for it.
-    PERFORM sync.refile(sync_internal.relay_starts());
-    PERFORM sync_internal.provision_due();
-    COMMIT;
-    LOOP
-        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        EXIT WHEN sync_internal.claim_relay();
-        ROLLBACK;
-    END LOOP;
+    IF NOT sync_internal.claim_relay() THEN
+        RETURN NULL;
+    END IF;
     LOOP
         too_large := NULL;
         BEGIN
-            summary := sync_internal.record_pass();
+            summary := sync_internal.record_pass(starts);
             too_large := summary->'unsendable';
             IF too_large IS NOT NULL THEN
                 -- Rows no message could carry: this SQLSTATE of the
@@ -81,6 +85,33 @@ BEGIN
                 USING DETAIL = too_large::text, ERRCODE = 'internal_error';
         END IF;
         PERFORM sync_internal.set_aside(too_large);
+    END LOOP;
+    -- The queue's publishing: a device (or a gateway) LISTENing on its
+    -- replica's channel takes its messages at once instead of polling.
+    PERFORM pg_notify('magic_sync:' || o.replica, '')
+       FROM (SELECT DISTINCT replica FROM sync.outbox
+              WHERE written_at = now() AND kind <> 'filed') AS o;
+    RETURN summary;
+END
+$$;
+
+-- One relay pass, in the calling session: what the background worker does
+-- on its own, run by hand (tests use it: it is deterministic). The advisory
+-- lock keeps one pass at a time, whoever runs it. A pass run this way is no
+-- relay starting: sync.retry() asks for what set aside to be tried again.
+--
+-- CALL it outside a transaction block: it commits what came before it.
+CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
+LANGUAGE plpgsql AS $$
+BEGIN
+    COMMIT;
+    PERFORM sync_internal.before_pass(false);
+    COMMIT;
+    LOOP
+        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+        summary := sync_internal.pass(false);
+        EXIT WHEN summary IS NOT NULL;
+        ROLLBACK;
     END LOOP;
     COMMIT;
 END

@@ -124,6 +124,29 @@ impl Error {
     }
 }
 
+/// An error code as its five characters ("40001"): PostgreSQL packs each
+/// in six bits, the first lowest.
+pub fn sqlstate_text(code: PgSqlErrorCode) -> String {
+    let packed = code as u32;
+    (0..5)
+        .map(|i| char::from(b'0' + ((packed >> (6 * i)) & 0x3F) as u8))
+        .collect()
+}
+
+/// Whether the same work may succeed if tried again: a serialization
+/// failure, a deadlock, a lock or statement timeout, the connection or the
+/// server going away, resources short. The same list as
+/// `sync_internal.is_transient` (sql/filing.sql). Anything else, and an
+/// error nobody classified, is permanent.
+pub fn is_transient(sqlstate: &str) -> bool {
+    matches!(
+        sqlstate,
+        "40001" | "40P01" | "40003" | "55P03" | "55006" | "57014"
+    ) || ["08", "53", "57", "58", "HV"]
+        .iter()
+        .any(|class| sqlstate.starts_with(class))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +164,34 @@ mod tests {
             for b in &codes[i + 1..] {
                 assert_ne!(a, b);
             }
+        }
+    }
+
+    #[test]
+    fn an_error_code_reads_as_its_five_characters() {
+        assert_eq!(
+            sqlstate_text(PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE),
+            "40001"
+        );
+        assert_eq!(
+            sqlstate_text(PgSqlErrorCode::ERRCODE_T_R_DEADLOCK_DETECTED),
+            "40P01"
+        );
+        assert_eq!(
+            sqlstate_text(Error::bad_input("m", "h").sqlstate()),
+            "22023"
+        );
+    }
+
+    #[test]
+    fn only_what_a_retry_may_cure_is_transient() {
+        for transient in [
+            "40001", "40P01", "55P03", "57014", "08006", "53100", "57P01",
+        ] {
+            assert!(is_transient(transient), "{transient}");
+        }
+        for permanent in ["22023", "23505", "42P01", "XX000", "55000", "MSU01"] {
+            assert!(!is_transient(permanent), "{permanent}");
         }
     }
 

@@ -11,7 +11,10 @@
 //!   and `sync.note_group` (note/), and `sync.refuse_truncate`
 //!   (sql/noting.sql);
 //! - relaying (sql/relay.sql, api/relaying.rs): `CALL sync.relay()`,
-//!   `sync.retry()`, `sync.resync(replica)`;
+//!   `sync.retry()`, `sync.resync(replica)`, `sync.start_relay()`,
+//!   `sync.stop_relay()`; with `shared_preload_libraries = 'magic_sync'`
+//!   and `magic_sync.database`, a relay worker per database
+//!   (publish/worker.rs);
 //! - the default transport, a queue in the database (api/queue.rs):
 //!   `sync.next(replica)`, `sync.ack(replica, id)`;
 //! - what replicas send up (api/receiving.rs): `sync.receive(replica,
@@ -66,6 +69,11 @@ extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::define();
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        note::wake::request_shared_memory();
+        publish::worker::register_static_workers();
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -1,6 +1,11 @@
-//! The engine's settings, as GUCs (`magic_sync.*`).
+//! The engine's settings, as GUCs (`magic_sync.*`). Its limits and timers
+//! are the server's: set in its configuration (a reload applies them), or
+//! by a superuser, never by just any session.
+
+use std::ffi::CString;
 
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::PostgresGucEnum;
 
 use magic_sync_proto::limits::Limits;
 
@@ -9,6 +14,18 @@ pub static MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAU
 pub static NOTES_PER_PASS: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 pub static PASS_TIMINGS: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static RETRY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(3600);
+pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static IDLE: GucSetting<i32> = GucSetting::<i32>::new(10);
+pub static TRANSPORT: GucSetting<Transport> = GucSetting::<Transport>::new(Transport::Queue);
+
+/// How messages leave PostgreSQL for the replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
+pub enum Transport {
+    /// The outbox is the queue: a device, or a gateway before many, takes
+    /// its messages with sync.next() and is woken by NOTIFY.
+    #[name = c"queue"]
+    Queue,
+}
 
 pub fn define() {
     GucRegistry::define_int_guc(
@@ -18,7 +35,7 @@ pub fn define() {
         &MESSAGE_ROWS,
         1,
         1_000_000,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -28,7 +45,7 @@ pub fn define() {
         &MESSAGE_BYTES,
         4096,
         i32::MAX,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -38,7 +55,7 @@ pub fn define() {
         &NOTES_PER_PASS,
         1,
         i32::MAX,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -48,7 +65,7 @@ pub fn define() {
         &RETRY_EVERY,
         1,
         i32::MAX,
-        GucContext::Userset,
+        GucContext::Suset,
         GucFlags::UNIT_S,
     );
     GucRegistry::define_bool_guc(
@@ -59,6 +76,54 @@ pub fn define() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    // Read as the server starts: only a library it preloads may define it.
+    // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        define_database();
+    }
+    GucRegistry::define_int_guc(
+        c"magic_sync.idle",
+        c"Seconds a relay worker sleeps at most when no commit wakes it.",
+        c"It relays then anyway: a replica that became live is noted by no trigger.",
+        &IDLE,
+        1,
+        86_400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_enum_guc(
+        c"magic_sync.transport",
+        c"How messages leave PostgreSQL for the replicas.",
+        c"queue: the outbox is the queue devices take from with sync.next().",
+        &TRANSPORT,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+}
+
+fn define_database() {
+    GucRegistry::define_string_guc(
+        c"magic_sync.database",
+        c"The databases a relay worker runs in, one per name (a comma-separated list).",
+        c"Read when the server starts, with magic_sync in shared_preload_libraries.",
+        &DATABASE,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+}
+
+/// The databases `magic_sync.database` names, in its order.
+pub fn databases() -> Vec<String> {
+    let listed = DATABASE
+        .get()
+        .map(|names| names.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    listed
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The limits every message of this pass keeps to.

@@ -52,6 +52,23 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// A scratch directory the cluster's owner may write in.
+fn scratch_dir() -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("magic_sync-pg-")
+        .tempdir()
+        .expect("a scratch directory");
+    if running_as_root() {
+        output(
+            Command::new("chown")
+                .arg("-R")
+                .arg("postgres")
+                .arg(dir.path()),
+        );
+    }
+    dir
+}
+
 /// What pg_config says of the PostgreSQL in use: `$PG_CONFIG`'s, or the
 /// first on the PATH.
 fn pg_config(what: &str) -> PathBuf {
@@ -90,29 +107,47 @@ impl Cluster {
             "the magic_sync extension is not installed: run \
              `cargo pgrx install -p magic_sync --pg-config $PG_CONFIG` (scripts/test.sh does)"
         );
-        let dir = tempfile::Builder::new()
-            .prefix("magic_sync-pg-")
-            .tempdir()
-            .expect("a scratch directory");
-        if running_as_root() {
-            output(
-                Command::new("chown")
-                    .arg("-R")
-                    .arg("postgres")
-                    .arg(dir.path()),
-            );
-        }
+        let dir = scratch_dir();
         let bin = bindir();
-        let data = dir.path().join("data");
-        output(as_owner(&bin.join("initdb")).arg("-D").arg(&data).args([
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ]));
+        output(
+            as_owner(&bin.join("initdb"))
+                .arg("-D")
+                .arg(dir.path().join("data"))
+                .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]),
+        );
+        Cluster::run_in(dir, bin, settings)
+    }
+
+    /// A hot standby of this cluster (`pg_basebackup -R`), started with
+    /// these settings: it replays what this one writes, and takes no
+    /// writes until promoted.
+    pub fn standby(&self, settings: &[&str]) -> Cluster {
+        let dir = scratch_dir();
+        output(
+            self.as_owner("pg_basebackup")
+                .arg("-D")
+                .arg(dir.path().join("data"))
+                .args(["-R", "-X", "stream", "-c", "fast", "-U", "postgres", "-h"])
+                .arg(self.socket_dir())
+                .arg("-p")
+                .arg(self.port.to_string()),
+        );
+        Cluster::run_in(dir, self.bin.clone(), settings)
+    }
+
+    /// Ends a standby's recovery: it takes writes from now on.
+    pub fn promote(&self) {
+        output(
+            self.as_owner("pg_ctl")
+                .arg("-D")
+                .arg(self.dir.path().join("data"))
+                .args(["-w", "promote"]),
+        );
+    }
+
+    /// Starts the cluster whose data directory is `dir/data`, on a port of
+    /// its own.
+    fn run_in(dir: TempDir, bin: PathBuf, settings: &[&str]) -> Cluster {
         let port = free_port();
         let mut options = format!(
             "-p {port} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
@@ -125,7 +160,7 @@ impl Cluster {
         output(
             as_owner(&bin.join("pg_ctl"))
                 .arg("-D")
-                .arg(&data)
+                .arg(dir.path().join("data"))
                 .arg("-o")
                 .arg(options)
                 .arg("-l")

@@ -3,18 +3,77 @@
 
 use pgrx::prelude::*;
 
+use crate::error::Error;
+use crate::publish::worker;
 use crate::relay;
-
-/// `sync_internal.relay_starts()`: whether the next pass in this session is
-/// the first, a relay starting, when whatever was set aside is tried again.
-#[pg_extern(volatile, schema = "sync_internal")]
-fn relay_starts() -> bool {
-    relay::relay_starts()
-}
 
 /// `sync_internal.record_pass()`: the recording half of a pass. Called by
 /// `sync.relay()`, which gives it its transaction; answers what it did.
 #[pg_extern(volatile, schema = "sync_internal")]
-fn record_pass() -> pgrx::JsonB {
-    pgrx::JsonB(relay::record_pass())
+fn record_pass(starts: bool) -> pgrx::JsonB {
+    pgrx::JsonB(relay::record_pass(starts))
+}
+
+/// `sync.start_relay()`: starts a relay worker for the current database,
+/// unless one runs. Answers the worker's process id, or NULL when one was
+/// running already.
+#[pg_extern(volatile)]
+fn start_relay() -> Option<i32> {
+    // One caller at a time: two would each find no worker and start one.
+    Spi::run("SELECT pg_advisory_xact_lock(hashtext('magic_sync start_relay'))")
+        .unwrap_or_else(|e| Error::spi("pg_advisory_xact_lock", e).raise());
+    if worker_running() {
+        return None;
+    }
+    let database: String = Spi::get_one("SELECT current_database()::text")
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Error::engine("magic_sync: no current database", "").raise());
+    let Some(pid) = worker::start_dynamic(&database) else {
+        Error::not_yet(
+            "magic_sync: the relay worker could not be started",
+            "Every background worker slot may be taken: raise max_worker_processes.",
+        )
+        .raise()
+    };
+    // Until it has connected, pg_stat_activity does not say whose it is: a
+    // second call made then would start another.
+    for _ in 0..1000 {
+        if worker_running() {
+            break;
+        }
+        // SAFETY: a plain sleep of this backend, outside any lock of the
+        // engine's but the advisory one taken above.
+        unsafe { pg_sys::pg_usleep(10_000) };
+    }
+    Some(pid)
+}
+
+/// `sync.stop_relay()`: stops the relay workers of the current database.
+/// Answers how many it stopped. One of `magic_sync.database` stays stopped
+/// until the server restarts.
+#[pg_extern(volatile)]
+fn stop_relay() -> i64 {
+    Spi::get_one_with_args::<i64>(STOP_WORKERS, &[worker::NAME.into()])
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
+const WORKERS_RUNNING: &str = "\
+    SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+                   WHERE backend_type = $1 AND datname = current_database())";
+
+const STOP_WORKERS: &str = "\
+    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
+    WHERE backend_type = $1 AND datname = current_database()";
+
+fn worker_running() -> bool {
+    // pg_stat_activity is read once per transaction unless asked afresh.
+    Spi::run("SELECT pg_stat_clear_snapshot()")
+        .unwrap_or_else(|e| Error::spi("pg_stat_clear_snapshot", e).raise());
+    Spi::get_one_with_args::<bool>(WORKERS_RUNNING, &[worker::NAME.into()])
+        .ok()
+        .flatten()
+        .unwrap_or(false)
 }

@@ -23,7 +23,8 @@
 //! - sink.rs: writing a note as catalog rows are written, or through SPI
 //!   when the engine's table is not the shape this build knows;
 //! - row.rs: `sync.note_row`, the notes of a table's row;
-//! - group.rs: `sync.note_group`, the notes of a group table's row.
+//! - group.rs: `sync.note_group`, the notes of a group table's row;
+//! - wake.rs: a commit that noted wakes the database's relay worker.
 //!
 //! All the unsafe code of the write path is here; each block says why it
 //! is sound.
@@ -34,5 +35,6 @@ mod call;
 mod sink;
 mod row;
 mod group;
+pub mod wake;
 
 pub use arguments::{GroupNoting, RowNoting};

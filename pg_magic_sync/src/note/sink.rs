@@ -68,6 +68,8 @@ impl Sink {
                 pg_sys::SPI_finish();
             }
         }
+        // The relay has work once this transaction commits.
+        super::wake::noted();
     }
 
     /// Forms the row and inserts it with its index entries, as catalog rows

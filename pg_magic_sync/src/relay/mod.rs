@@ -15,8 +15,6 @@ pub mod encode;
 pub mod record;
 pub mod steps;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use serde_json::json;
 
 use crate::catalog;
@@ -65,18 +63,9 @@ fn provision_all_if_redeclared() -> bool {
     true
 }
 
-/// Whether this session has run a pass: the first one is a relay starting.
-static RELAYED_IN_THIS_SESSION: AtomicBool = AtomicBool::new(false);
-
-/// `sync_internal.relay_starts()`: whether the next pass in this session is the
-/// first, a relay starting, when whatever was set aside is tried again.
-pub fn relay_starts() -> bool {
-    !RELAYED_IN_THIS_SESSION.load(Ordering::Relaxed)
-}
-
 /// `sync_internal.record_pass()`: the recording half of a pass. Called by
 /// `sync.relay()`, which gives it its transaction; answers what it did.
-pub fn record_pass() -> serde_json::Value {
+pub fn record_pass(starts: bool) -> serde_json::Value {
     // Nothing runs on a database that is not as the declarations say: the
     // refusal names every problem and what fixes it.
     drift::refuse_problems(&drift::problems());
@@ -92,7 +81,6 @@ pub fn record_pass() -> serde_json::Value {
     let tables = catalog::declared_tables();
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
-    let starts = !RELAYED_IN_THIS_SESSION.swap(true, Ordering::Relaxed);
     let notes = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()), starts);
     steps.end("plan");
     let cohorts = cohorts::form();

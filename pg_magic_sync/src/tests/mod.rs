@@ -34,7 +34,7 @@ mod tests {
     }
 
     fn pass() -> serde_json::Value {
-        Spi::get_one::<pgrx::JsonB>("SELECT sync_internal.record_pass()")
+        Spi::get_one::<pgrx::JsonB>("SELECT sync_internal.record_pass(false)")
             .unwrap()
             .unwrap()
             .0

@@ -47,7 +47,12 @@ pub struct Shop {
 
 impl Shop {
     pub fn open() -> Shop {
-        let cluster = Cluster::start();
+        Shop::open_with(&[])
+    }
+
+    /// The shop on a cluster started with these settings (`name=value`).
+    pub fn open_with(settings: &[&str]) -> Shop {
+        let cluster = Cluster::start_with(settings);
         let mut pg = cluster.database_with_extension("shop");
         pg.batch_execute(SERVER_SCHEMA).expect("the shop's schema");
         Shop {
@@ -55,6 +60,10 @@ impl Shop {
             pg,
             dir: tempfile::tempdir().expect("a directory for the registers"),
         }
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self._cluster
     }
 
     /// Connects again, taking the database's settings afresh.

@@ -1,0 +1,389 @@
+//! The relay worker: a background worker per database that runs relay
+//! passes by itself, as `CALL sync.relay()` runs one by hand.
+//!
+//! - With `shared_preload_libraries = 'magic_sync'`, one is registered per
+//!   database `magic_sync.database` names, started once the server accepts
+//!   writes (never on a hot standby: a promoted one starts it), and started
+//!   again by the postmaster after a crash. `sync.start_relay()` starts one
+//!   for the current database without preloading.
+//! - It sleeps until a commit that noted a change wakes it (note/wake.rs),
+//!   or `magic_sync.idle` passes, and then runs passes back to back while
+//!   notes wait.
+//! - Each round: what is due before a pass (the inbox filed again, put-off
+//!   provisionings), then the pass, which records and, with the queue,
+//!   wakes the devices waiting on it (sql/relay.sql). Its first pass is a
+//!   relay starting: whatever was set aside is tried again.
+//! - A transient failure (serialization, deadlock, a lock or statement
+//!   timeout, the database shutting down) is tried again after a backoff; a
+//!   permanent one is logged and tried again after `magic_sync.retry_every`
+//!   (or a minute, if sooner): it never makes the worker exit.
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::pg_sys::panic::CaughtError;
+use pgrx::prelude::*;
+use serde_json::Value;
+
+use crate::error;
+use crate::note::wake;
+use crate::settings;
+
+/// The name the worker shows in `pg_stat_activity.backend_type`.
+pub const NAME: &str = "magic_sync relay";
+
+/// The C symbol the postmaster starts a worker at.
+const ENTRY: &str = "magic_sync_relay_main";
+
+/// How long a crashed worker waits before the postmaster starts it again.
+const RESTART_AFTER: Duration = Duration::from_secs(5);
+
+/// Every how often a worker whose database lacks the extension looks again.
+const EXTENSION_LOOKED_FOR_EVERY: Duration = Duration::from_secs(2);
+
+/// Every how often the worker logs what waits for someone, if anything.
+const REPORT_EVERY: Duration = Duration::from_secs(300);
+
+const EXTENSION_IS_HERE: &str =
+    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'magic_sync')";
+
+/// Whether a pass has anything to do but look at the replicas: notes,
+/// replicas to provision, retries that are due, uploads to file again.
+const WORK_WAITS: &str = "\
+    SELECT EXISTS (SELECT 1 FROM sync.notes) \
+        OR EXISTS (SELECT 1 FROM sync.group_notes) \
+        OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now())) \
+        OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now()) \
+        OR EXISTS (SELECT 1 FROM sync.held WHERE refused IS NOT NULL AND retry_at <= now()) \
+        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())";
+
+const BEFORE_PASS: &str = "SELECT sync_internal.before_pass($1)";
+
+const PASS: &str = "SELECT sync_internal.pass($1)";
+
+/// What waits for someone: a backlog of notes, rows set aside, uploads
+/// kept in the inbox.
+const WAITING: &str = "\
+    SELECT jsonb_build_object( \
+        'notes', (SELECT count(*) FROM sync.notes), \
+        'set_aside', (SELECT count(*) FROM sync.quarantine), \
+        'refused', (SELECT count(*) FROM sync.held WHERE refused IS NOT NULL), \
+        'inbox', (SELECT count(*) FROM sync.inbox))";
+
+/// Registers a worker per database of `magic_sync.database`: call from
+/// `_PG_init` while the library is preloaded.
+pub fn register_static_workers() {
+    for database in settings::databases() {
+        builder(&database)
+            .set_restart_time(Some(RESTART_AFTER))
+            .load();
+    }
+}
+
+/// Starts a worker for `database` now; answers its process id.
+pub fn start_dynamic(database: &str) -> Option<i32> {
+    let worker = builder(database)
+        // One started by hand is stopped by hand, and not started again.
+        .set_restart_time(None)
+        // SAFETY: MyProcPid is this backend's, set before any SQL runs.
+        .set_notify_pid(unsafe { pg_sys::MyProcPid })
+        .load_dynamic()
+        .ok()?;
+    worker.wait_for_startup().ok()
+}
+
+fn builder(database: &str) -> BackgroundWorkerBuilder {
+    BackgroundWorkerBuilder::new(NAME)
+        .set_type(NAME)
+        .set_library("magic_sync")
+        .set_function(ENTRY)
+        .set_extra(database)
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+}
+
+/// Where the postmaster starts a worker: `bgw_extra` names its database.
+///
+/// # Safety
+/// Called by PostgreSQL's background worker machinery only, in a process
+/// of its own, as a bgworker's entry point.
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub extern "C-unwind" fn magic_sync_relay_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let database = BackgroundWorker::get_extra().to_owned();
+    // A database that does not exist ends the worker with FATAL as it
+    // connects: this line says which setting named it.
+    pgrx::log!(
+        "{NAME}: connecting to database \"{database}\" (magic_sync.database or sync.start_relay())"
+    );
+    BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    // SAFETY: connected: MyDatabaseId is this worker's database.
+    let oid = unsafe { pg_sys::MyDatabaseId };
+    if !wake::register_worker(oid) && wake::commits_wake() {
+        pgrx::warning!(
+            "{NAME}: no slot left to be woken by commits; relaying every magic_sync.idle"
+        );
+    }
+    Worker::new(database).run();
+    wake::unregister_worker(oid);
+}
+
+struct Worker {
+    database: String,
+    /// The next pass is the first since this worker started.
+    starting: bool,
+    /// After a failure: when to try again, and how long the last wait was.
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    reported_at: Instant,
+    /// The extension was missing when last looked: said once.
+    said_missing: bool,
+}
+
+/// What one round did.
+enum Round {
+    /// Passes ran; more notes may wait.
+    Relayed { more: bool },
+    /// The database lacks the extension: nothing to do.
+    NoExtension,
+}
+
+/// A failure of a round, as the worker treats it.
+struct Failure {
+    transient: bool,
+    message: String,
+}
+
+impl Worker {
+    fn new(database: String) -> Worker {
+        Worker {
+            database,
+            starting: true,
+            retry_at: None,
+            backoff: Duration::ZERO,
+            reported_at: Instant::now(),
+            said_missing: false,
+        }
+    }
+
+    fn run(mut self) {
+        let mut more = true;
+        // Whether the last wait ended by a latch set (a commit that noted)
+        // rather than by its timeout: then a pass runs only if work waits.
+        let mut woken = false;
+        loop {
+            if BackgroundWorker::sighup_received() {
+                // SAFETY: the worker's main loop, outside any transaction,
+                // where PostgreSQL's own processes read their configuration.
+                unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            }
+            if !more {
+                let wait = self.next_wait();
+                let deadline = Instant::now() + wait;
+                if !BackgroundWorker::wait_latch(Some(wait)) {
+                    break;
+                }
+                if BackgroundWorker::sigterm_received() {
+                    break;
+                }
+                woken = Instant::now() < deadline;
+            }
+            if self.retry_at.is_some_and(|at| Instant::now() < at) {
+                more = false;
+                continue;
+            }
+            let only_if_work_waits = woken && !self.starting && self.retry_at.is_none();
+            woken = false;
+            more = match self.round(only_if_work_waits) {
+                Ok(Round::Relayed { more }) => {
+                    self.retry_at = None;
+                    self.backoff = Duration::ZERO;
+                    self.starting = false;
+                    self.said_missing = false;
+                    more
+                }
+                Ok(Round::NoExtension) => {
+                    // CREATE EXTENSION wakes no one: look again soon.
+                    self.retry_at = Some(Instant::now() + EXTENSION_LOOKED_FOR_EVERY);
+                    if !self.said_missing {
+                        pgrx::log!(
+                            "{NAME}: database \"{}\" has no magic_sync extension yet: waiting",
+                            self.database
+                        );
+                        self.said_missing = true;
+                    }
+                    false
+                }
+                Err(failure) => {
+                    self.failed(failure);
+                    false
+                }
+            };
+            self.report_if_due();
+        }
+        pgrx::log!("{NAME}: stopping (database \"{}\")", self.database);
+    }
+
+    /// How long to sleep: until the retry after a failure, or `magic_sync.idle`.
+    fn next_wait(&self) -> Duration {
+        let idle = Duration::from_secs(settings::IDLE.get().max(1) as u64);
+        match self.retry_at {
+            Some(at) => at
+                .saturating_duration_since(Instant::now())
+                .min(idle)
+                .max(Duration::from_millis(10)),
+            None => idle,
+        }
+    }
+
+    /// What is due before a pass, then passes. Woken by a latch, the worker
+    /// starts no pass when no work waits (`only_if_work_waits`): a timeout
+    /// still runs one, as a replica that became live writes no note.
+    fn round(&mut self, only_if_work_waits: bool) -> Result<Round, Failure> {
+        let here = transaction(false, || Spi::get_one::<bool>(EXTENSION_IS_HERE))?;
+        if !matches!(here, Ok(Some(true))) {
+            return Ok(Round::NoExtension);
+        }
+        if only_if_work_waits {
+            let waits = transaction(false, || Spi::get_one::<bool>(WORK_WAITS))?
+                .map_err(|e| spi_failure(WORK_WAITS, e))?;
+            if waits != Some(true) {
+                return Ok(Round::Relayed { more: false });
+            }
+        }
+        let starting = self.starting;
+        transaction(false, || {
+            Spi::get_one_with_args::<pgrx::JsonB>(BEFORE_PASS, &[starting.into()])
+        })?
+        .map_err(|e| spi_failure(BEFORE_PASS, e))?;
+        let summary = loop {
+            // A pass whose snapshot another pass overtook answers NULL and
+            // rolls back: it starts over with a fresh snapshot.
+            let summary = transaction(true, || {
+                Spi::get_one_with_args::<pgrx::JsonB>(PASS, &[starting.into()])
+            })?
+            .map_err(|e| spi_failure(PASS, e))?;
+            if let Some(summary) = summary {
+                break summary.0;
+            }
+        };
+        // A pass that planned a full batch left notes waiting. Notes that
+        // committed during the pass set the latch: the wait ends at once.
+        Ok(Round::Relayed {
+            more: notes_of(&summary) >= notes_per_pass(),
+        })
+    }
+
+    fn failed(&mut self, failure: Failure) {
+        self.backoff = if failure.transient {
+            (self.backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(60))
+        } else {
+            Duration::from_secs(settings::RETRY_EVERY.get().max(1) as u64)
+                .min(Duration::from_secs(60))
+        };
+        self.retry_at = Some(Instant::now() + self.backoff);
+        let kind = if failure.transient {
+            "transient"
+        } else {
+            "permanent"
+        };
+        pgrx::warning!(
+            "{NAME}: a pass failed ({kind}), tried again in {:.1} s: {}",
+            self.backoff.as_secs_f64(),
+            failure.message
+        );
+    }
+
+    /// Every few minutes, a line of what waits for someone, if anything does.
+    fn report_if_due(&mut self) {
+        if self.reported_at.elapsed() < REPORT_EVERY {
+            return;
+        }
+        self.reported_at = Instant::now();
+        let Ok(Ok(Some(waiting))) =
+            transaction(false, || Spi::get_one::<pgrx::JsonB>(WAITING)).map_err(|_| ())
+        else {
+            return;
+        };
+        let counts = &waiting.0;
+        let any = ["notes", "set_aside", "refused", "inbox"]
+            .iter()
+            .any(|k| counts[*k].as_i64().unwrap_or(0) > 0);
+        if any {
+            pgrx::log!(
+                "{NAME}: waiting in database \"{}\": {counts}",
+                self.database
+            );
+        }
+    }
+}
+
+fn notes_of(summary: &Value) -> i64 {
+    summary["notes"].as_i64().unwrap_or(0)
+}
+
+fn notes_per_pass() -> i64 {
+    i64::from(settings::NOTES_PER_PASS.get())
+}
+
+fn spi_failure(sql: &str, e: pgrx::spi::SpiError) -> Failure {
+    Failure {
+        transient: false,
+        message: format!("{e} (while running {sql})"),
+    }
+}
+
+/// Runs `work` in a transaction of its own (REPEATABLE READ when asked),
+/// committed when it returns; an ERROR in it rolls it back and is answered
+/// as a failure, transient or not by its SQLSTATE.
+fn transaction<R>(repeatable_read: bool, work: impl FnOnce() -> R) -> Result<R, Failure> {
+    // SAFETY: the worker's main loop, outside any transaction: a
+    // transaction begins here and ends below, committed or aborted. The
+    // isolation level is set before the transaction's snapshot is taken,
+    // as SET TRANSACTION ISOLATION LEVEL would.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        if repeatable_read {
+            pg_sys::XactIsoLevel = pg_sys::XACT_REPEATABLE_READ as i32;
+        }
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    let work = AssertUnwindSafe(work);
+    let outcome = PgTryBuilder::new(AssertUnwindSafe(|| Ok((work.0)())))
+        .catch_others(|caught| Err(failure_of(caught)))
+        .execute();
+    match outcome {
+        Ok(value) => {
+            // SAFETY: the transaction begun above, its snapshot still pushed.
+            unsafe {
+                pg_sys::PopActiveSnapshot();
+                pg_sys::CommitTransactionCommand();
+            }
+            Ok(value)
+        }
+        Err(failure) => {
+            // SAFETY: the transaction begun above, failed: aborting it
+            // releases its locks, snapshots and memory.
+            unsafe { pg_sys::AbortCurrentTransaction() };
+            Err(failure)
+        }
+    }
+}
+
+fn failure_of(caught: CaughtError) -> Failure {
+    match caught {
+        CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => Failure {
+            transient: error::is_transient(&error::sqlstate_text(report.sql_error_code())),
+            message: report.message().to_owned(),
+        },
+        CaughtError::RustPanic { ereport, .. } => Failure {
+            transient: false,
+            message: ereport.message().to_owned(),
+        },
+    }
+}

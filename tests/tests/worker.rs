@@ -1,0 +1,292 @@
+//! The relay worker: with `shared_preload_libraries = 'magic_sync'` and
+//! `magic_sync.database`, a background worker relays by itself. Changes on
+//! the server reach the registers with no `CALL sync.relay()` anywhere, a
+//! device LISTENing on its replica's channel is woken when messages wait,
+//! and the worker comes back after it is killed.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use magic_sync_replica::Replica;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::Client;
+use uuid::Uuid;
+
+/// Long enough for a busy machine; each wait ends as soon as it may.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The shop with a relay worker that sleeps `idle` seconds when no commit
+/// wakes it. It connects to `shop` once that exists (until then, it is
+/// started again every few seconds), and relays once the extension is there.
+fn shop_with_worker(idle: u32) -> Shop {
+    let idle = format!("magic_sync.idle={idle}");
+    Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        &idle,
+    ])
+}
+
+/// Waits until `done` answers true, or panics saying what it waited for.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let began = Instant::now();
+    while !done() {
+        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn worker_pid(pg: &mut Client) -> Option<i32> {
+    pg.query_opt(
+        "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'shop'",
+        &[],
+    )
+    .unwrap()
+    .map(|row| row.get(0))
+}
+
+fn waiting_for(pg: &mut Client, register: Uuid) -> i64 {
+    pg.query_one(
+        "SELECT count(*) FROM sync.outbox WHERE replica = $1",
+        &[&register],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Takes what waits for a register, again and again, until it holds
+/// exactly the server's products: the worker relays on its own time.
+fn deliver_when_relayed(shop: &mut Shop, register: &mut Replica) {
+    wait_until("the register to hold the server's products", || {
+        deliver(&mut shop.pg, register);
+        report(&mut shop.pg, register);
+        held_by(register) == shop.products()
+    });
+}
+
+#[test]
+fn changes_reach_the_registers_with_no_relay_called() {
+    // An hour of idling: what relays each change is the commit that noted
+    // it, waking the worker. (The register becomes live with no note: the
+    // first change's pass finds it and provisions it.)
+    let mut shop = shop_with_worker(3600);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+
+    for price in [260, 270, 280] {
+        shop.run(&format!(
+            "UPDATE shop.products SET price_cents = {price}, updated_at = now() WHERE name = 'Tea'"
+        ));
+        deliver_when_relayed(&mut shop, &mut register);
+        assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+    }
+}
+
+#[test]
+fn a_device_listening_on_its_channel_is_woken_when_its_messages_wait() {
+    let mut shop = shop_with_worker(1);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+
+    let mut device = shop.cluster().connect("shop");
+    device
+        .batch_execute(&format!("LISTEN \"magic_sync:{a}\""))
+        .unwrap();
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
+    );
+    let began = Instant::now();
+    let woken = loop {
+        let mut notifications = device.notifications();
+        if let Some(n) = notifications
+            .timeout_iter(Duration::from_millis(200))
+            .next()
+            .unwrap()
+        {
+            break n;
+        }
+        assert!(began.elapsed() < PATIENCE, "no notification came");
+    };
+    assert_eq!(woken.channel(), format!("magic_sync:{a}"));
+    assert!(
+        waiting_for(&mut shop.pg, a) > 0,
+        "woken with nothing waiting"
+    );
+    deliver(&mut shop.pg, &mut register);
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+}
+
+#[test]
+fn a_worker_killed_is_started_again_and_relays_what_came_meanwhile() {
+    let mut shop = shop_with_worker(1);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+
+    let pid = worker_pid(&mut shop.pg).unwrap();
+    // SIGKILL: the postmaster takes it as a crash, restarts every backend
+    // and starts the worker again.
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_until("the server to come back", || {
+        std::thread::sleep(Duration::from_millis(200));
+        let Ok(mut pg) = postgres::Client::connect(&shop.cluster().url("shop"), postgres::NoTls)
+        else {
+            return false;
+        };
+        worker_pid(&mut pg).is_some_and(|again| again != pid)
+    });
+    shop.reconnect();
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+}
+
+#[test]
+fn a_relay_stopped_relays_no_more_and_one_started_by_hand_does() {
+    // No preloading: the worker started by hand wakes every magic_sync.idle.
+    let mut shop = Shop::open_with(&["magic_sync.idle=1"]);
+    assert_eq!(worker_pid(&mut shop.pg), None);
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    let started: Option<i32> = shop
+        .pg
+        .query_one("SELECT sync.start_relay()", &[])
+        .unwrap()
+        .get(0);
+    assert!(started.is_some());
+    let again: Option<i32> = shop
+        .pg
+        .query_one("SELECT sync.start_relay()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(again, None, "a second worker for the same database");
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+
+    let stopped: i64 = shop
+        .pg
+        .query_one("SELECT sync.stop_relay()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(stopped, 1);
+    wait_until("the worker to stop", || worker_pid(&mut shop.pg).is_none());
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(waiting_for(&mut shop.pg, a), 0, "relayed with no worker");
+}
+
+#[test]
+fn a_role_that_is_not_the_owner_may_not_start_a_relay() {
+    let mut shop = Shop::open();
+    shop.run("CREATE ROLE clerk LOGIN; GRANT USAGE ON SCHEMA sync TO clerk");
+    let mut clerk = postgres::Client::connect(
+        &format!("{} user=clerk", shop.cluster().url("shop")),
+        postgres::NoTls,
+    )
+    .unwrap();
+    let refused = clerk
+        .query_one("SELECT sync.start_relay()", &[])
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_hot_standby_runs_no_relay_and_once_promoted_relays() {
+    let mut shop = shop_with_worker(1);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+
+    let standby = shop.cluster().standby(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=1",
+    ]);
+    let mut replayed = standby.connect("shop");
+    let in_recovery: bool = replayed
+        .query_one("SELECT pg_is_in_recovery()", &[])
+        .unwrap()
+        .get(0);
+    assert!(in_recovery);
+    // What the primary writes reaches the standby; its relay does not run.
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(worker_pid(&mut replayed), None, "a relay on a hot standby");
+
+    // The standby is promoted, and relays from then on (the old primary is
+    // left alone: the register talks to the promoted server only).
+    std::thread::sleep(Duration::from_secs(1));
+    standby.promote();
+    let mut promoted = standby.connect("shop");
+    wait_until("the promoted server's relay worker", || {
+        worker_pid(&mut promoted).is_some()
+    });
+    promoted
+        .batch_execute(
+            "UPDATE shop.products SET price_cents = 450, updated_at = now() WHERE name = 'Cake'",
+        )
+        .unwrap();
+    wait_until(
+        "the register to hold the promoted server's products",
+        || {
+            deliver(&mut promoted, &mut register);
+            report(&mut promoted, &mut register);
+            held_by(&register) == products_of(&mut promoted)
+        },
+    );
+    assert!(held_by(&register)
+        .iter()
+        .any(|p| p.1 == "Cake" && p.2 == 450));
+}
+
+/// The products a server holds, as `Shop::products` reads them.
+fn products_of(pg: &mut Client) -> Vec<Product> {
+    let mut rows: Vec<Product> = pg
+        .query(
+            "SELECT id, name, price_cents, \
+             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+             FROM shop.products",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    rows.sort();
+    rows
+}
