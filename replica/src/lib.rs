@@ -142,6 +142,10 @@ pub struct Replica {
     quiet: triggers::Quiet,
     /// The text of the upsert statements made so far.
     texts: upsert::Texts,
+    /// Opened, and not yet said where it stands (what it applied, its
+    /// backlog): the first lane's next Up says it, even with nothing else
+    /// to say. Once per open.
+    owes_standing: bool,
 }
 
 impl Replica {
@@ -154,7 +158,9 @@ impl Replica {
     ///
     /// From then on the database knows `me`: its triggers refuse what the
     /// replica must not write. Rows set aside by an earlier run are tried
-    /// again.
+    /// again. Its first Up says at once where it stands (see
+    /// [`next_up`](Replica::next_up)): so the server finds out a database
+    /// put back to an older copy, or a device set up again under its id.
     pub fn open(
         conn: Connection,
         tables: Tables,
@@ -179,6 +185,7 @@ impl Replica {
             settings,
             quiet: triggers::Quiet::default(),
             texts: upsert::Texts::default(),
+            owes_standing: true,
         })
     }
 
@@ -233,13 +240,18 @@ impl Replica {
             shapes: &self.shapes,
             order: &self.up_order,
             settings: &self.settings,
+            opening: self.owes_standing,
         }
     }
 
     /// The next `Up` to send, on any lane (the first lane first), when
     /// there is something the server has not heard: rows written, a
     /// message applied or delivered again, a wider gap, a rejection,
-    /// digests or a backlog due. Call [`sent`](Replica::sent) or
+    /// digests or a backlog due. The first after [`open`](Replica::open)
+    /// says where the replica stands, even with nothing else to say: its
+    /// last applied message (sequence 0 when it applied nothing), its gap
+    /// and its backlog, on the first lane; once it was `sent`, it is not
+    /// offered again for that alone. Call [`sent`](Replica::sent) or
     /// [`refused`](Replica::refused) with it before asking for the next
     /// one of its lane.
     pub fn next_up(&mut self) -> Result<Option<Upload>, Error> {
@@ -256,7 +268,11 @@ impl Replica {
 
     /// The transport took this `Up`.
     pub fn sent(&mut self, upload: &Upload) -> Result<(), Error> {
-        upload::sent(&self.conn, upload)
+        upload::sent(&self.conn, upload)?;
+        if upload.standing {
+            self.owes_standing = false;
+        }
+        Ok(())
     }
 
     /// The transport refused this `Up`: for now (its rows go again), or

@@ -8,9 +8,12 @@ use magic_sync_replica::proto::PROTOCOL;
 use magic_sync_replica::{install, Replica, Settings};
 
 #[test]
-fn nothing_applied_has_nothing_to_say() {
+fn nothing_applied_has_nothing_to_say_once_it_said_where_it_stands() {
     let shop = Shop::new();
     let mut replica = shop.open();
+    // On opening it says where it stands: nothing applied.
+    let up = say(&mut replica).expect("where it stands, at once");
+    assert_eq!((up.epoch.as_str(), up.sequence), ("", 0));
     assert!(replica.next_up().unwrap().is_none());
 }
 

@@ -498,10 +498,19 @@ fn the_backlog_is_said_when_it_changes_and_at_once_when_it_empties() {
         backlog_again: Duration::from_secs(3600),
         ..Settings::default()
     });
-    say(&mut replica);
+    // On opening it says its backlog, empty: and that starts the wait.
+    let opened = say(&mut replica).unwrap();
+    assert_eq!(opened.backlog.unwrap().tables, []);
     write_receipt(replica.connection(), &receipt(1), 1, 1);
     let up = say(&mut replica).unwrap();
-    let backlog = up.backlog.clone().expect("the first change is said");
+    assert!(up.backlog.is_none(), "not within backlog_every of the last");
+    // An hour later, the change is said.
+    replica
+        .connection()
+        .execute_batch("UPDATE sync_state SET backlog_at = backlog_at - 3600")
+        .unwrap();
+    let changed = say(&mut replica).unwrap();
+    let backlog = changed.backlog.clone().expect("the change is said");
     assert_eq!(backlog.tables[0].table, "receipts");
     assert_eq!(
         (backlog.tables[0].unsent, backlog.tables[0].unfiled),

@@ -188,6 +188,21 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
     );
 }
 
+/// A replica says it applied nothing. One the server heard apply messages
+/// of its chain, with no snapshot on its way to it since, was set up again
+/// under its id (a fresh file, a device re-imaged): it holds nothing the
+/// server records, and is provisioned again (paced, as what a replica says
+/// of itself is). Answers the verdict.
+pub fn take_nothing_applied(replica: Uuid, s: &Standing) -> String {
+    match s.applied_in_chain() {
+        Some(heard) if heard > 0 && !s.snapshot_on_its_way_after(heard) => format!(
+            "nothing applied, after message {heard}: {}",
+            provision_again::provision_again(replica, s)
+        ),
+        _ => "nothing applied yet".to_owned(),
+    }
+}
+
 /// Judges what the replica says it applied, and acts on it. Answers the
 /// judgement and the verdict.
 pub fn take(replica: Uuid, s: &Standing, up: &Up) -> (Judged, String) {

@@ -87,6 +87,13 @@ pub fn beyond_limits(up: &Up, bytes: usize) -> Option<String> {
     }
 }
 
+/// An Up of the first lane (it carries the backlog, which only the first
+/// lane does) saying sequence 0 with no rejection beside it: the replica
+/// applied nothing yet.
+fn says_it_applied_nothing(up: &Up) -> bool {
+    up.sequence == 0 && up.backlog.is_some() && up.rejected.is_empty()
+}
+
 pub fn file_up(replica: Uuid, bytes: &[u8]) -> Value {
     let up = match Up::decode(bytes) {
         Ok(up) => up,
@@ -128,10 +135,15 @@ pub fn file_up(replica: Uuid, bytes: &[u8]) -> Value {
             &tables,
         ));
     }
-    // An Up that says nothing of where the replica stands (sequence 0: on
-    // a lane but the first, or before it applied anything) has no verdict
-    // of it.
+    // Sequence 0 says nothing of where the replica stands on a lane but the
+    // first, or beside rejections that took its place; on the first lane
+    // (the one that carries the backlog) without them, it says the replica
+    // applied nothing: one set up again under its id.
     let judged = match &standing {
+        Some(s) if up.sequence == 0 && says_it_applied_nothing(&up) => {
+            verdict["applied"] = json!(applied::take_nothing_applied(replica, s));
+            Judged::NothingSaid
+        }
         _ if up.sequence == 0 => Judged::NothingSaid,
         Some(s) => {
             let (judged, said) = applied::take(replica, s, &up);

@@ -3,6 +3,13 @@
 //! and its gap), the rejections the server has not heard of, the rows it
 //! wrote as they are now, digests when due and the backlog when it changed.
 //!
+//! Once per open, the first lane says where the replica stands at once,
+//! even with nothing else to say: its last applied message (sequence 0
+//! when it applied nothing) and its backlog (empty or not). A replica put
+//! back to an older copy of its database, or a device set up again under
+//! its id, so tells the server at once, and the server provisions it
+//! again (protocol A.1, A.2).
+//!
 //! An Up is built in one write transaction: the notes it carries are
 //! stamped there with a fresh random upload number, so an answer (Filed)
 //! counts even if it arrives before `sent` is called. One Up per lane is
@@ -49,6 +56,9 @@ pub struct Upload {
     pub(crate) backlog: Option<String>,
     /// Whether it carries part of what a refused Up carried.
     pub(crate) narrowing: bool,
+    /// Whether it says where the replica stands, as it owes once per open:
+    /// what it applied and its backlog.
+    pub(crate) standing: bool,
 }
 
 impl Upload {
@@ -105,6 +115,9 @@ pub(crate) struct Uploading<'a> {
     /// Indices into `shapes` of the tables that go up, parents first.
     pub order: &'a [usize],
     pub settings: &'a Settings,
+    /// The replica opened and has not said yet where it stands: the first
+    /// lane's next Up says it, with nothing else to say.
+    pub opening: bool,
 }
 
 impl Uploading<'_> {
@@ -260,6 +273,7 @@ struct Row {
 fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
     let conn = u.conn;
     let first = lane == u.first_lane();
+    let opening = first && u.opening;
     let state = state::read(conn)?;
     let limits = &u.settings.limits;
     let suspects = Suspects::read(conn, lane)?;
@@ -377,6 +391,8 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
         stamp(conn, lane, n, &carried)?;
     }
 
+    // Said where it stands: what it applied, and its backlog.
+    let mut standing = false;
     if first && !narrowing {
         if digests_due(u, &state)? {
             let read = digest::read(conn, u.shapes)?;
@@ -387,18 +403,48 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
                 digests = true;
             }
         }
-        if let Some(current) = backlog_due(u, &state)? {
+        // On opening the backlog is said whatever was said before, even
+        // empty: the server may keep another (a copy put back, a device set
+        // up again).
+        let due = if opening {
+            Some(backlog::read(conn)?)
+        } else {
+            backlog_due(u, &state)?
+        };
+        let mut never_fits = false;
+        if let Some(current) = due {
             let mut with = up.clone();
             with.backlog = Some(backlog::to_wire(&current));
             if with.encoded_len() <= limits.bytes {
                 up = with;
                 backlog_said = Some(backlog::fingerprint(&current));
+            } else {
+                let alone = Up {
+                    protocol: PROTOCOL,
+                    epoch: state.epoch.clone(),
+                    sequence: state.sequence,
+                    nonce: state.nonce,
+                    mac: state.mac.clone(),
+                    gap: state.gap,
+                    backlog: Some(backlog::to_wire(&current)),
+                    ..Up::default()
+                };
+                never_fits = alone.encoded_len() > limits.bytes;
             }
+        }
+        // What it applied goes unless rejections took its place. The
+        // backlog goes beside it, unless what else goes left it no room:
+        // then the next Up says it (one that could never carry it says
+        // where it stands without).
+        standing = opening && all_rejections_fit && (backlog_said.is_some() || never_fits);
+        if standing && never_fits {
+            log::warn!("the backlog does not fit an Up: said where the replica stands without it");
         }
     }
 
     let has_news = first && state.news > state.said;
-    let says_something = has_news
+    let says_something = opening
+        || has_news
         || !up.rejected.is_empty()
         || !up.tables.is_empty()
         || digests
@@ -416,6 +462,7 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
         digests,
         backlog: backlog_said,
         narrowing,
+        standing,
     }))
 }
 
