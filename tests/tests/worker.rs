@@ -290,3 +290,73 @@ fn products_of(pg: &mut Client) -> Vec<Product> {
     rows.sort();
     rows
 }
+
+#[test]
+fn a_server_stopped_at_once_and_started_again_relays_what_came_meanwhile() {
+    let mut shop = shop_with_worker(1);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    deliver_when_relayed(&mut shop, &mut register);
+    // Committed for good (the throwaway cluster commits asynchronously),
+    // then the server stopped before the worker may have relayed it, or
+    // while it does.
+    shop.run("SET synchronous_commit = on");
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
+    );
+    let data = shop.cluster().socket_dir().join("data");
+    let status = shop
+        .cluster()
+        .as_owner("pg_ctl")
+        .arg("-D")
+        .arg(&data)
+        .args(["-m", "immediate", "-w", "restart"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    shop.reconnect();
+    deliver_when_relayed(&mut shop, &mut register);
+    assert_eq!(held_by(&register).len(), 2, "{:?}", shop.products());
+}
+
+#[test]
+fn a_transport_it_does_not_know_is_refused_naming_the_setting() {
+    let mut shop = shop_with_worker(1);
+    let refused = shop
+        .pg
+        .batch_execute("ALTER SYSTEM SET magic_sync.transport = 'carrier pigeon'")
+        .unwrap_err();
+    let db = refused.as_db_error().expect("an error of the server");
+    assert_eq!(
+        db.code(),
+        &postgres::error::SqlState::INVALID_PARAMETER_VALUE
+    );
+    assert!(
+        db.message().contains("magic_sync.transport"),
+        "{}",
+        db.message()
+    );
+    assert!(
+        db.hint().unwrap_or_default().contains("queue"),
+        "{:?}",
+        db.hint()
+    );
+}
+
+#[test]
+fn a_database_that_does_not_exist_is_named_in_the_log_with_its_setting() {
+    let cluster = magic_sync_tests::Cluster::start_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=nowhere",
+    ]);
+    wait_until("the worker to say which database it could not find", || {
+        let log = cluster.log();
+        log.contains("connecting to database \"nowhere\" (magic_sync.database")
+            && log.contains("database \"nowhere\" does not exist")
+    });
+}

@@ -57,6 +57,13 @@ const WORK_WAITS: &str = "\
         OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())";
 
 fn main() {
+    // A register's thread that fails must end the run, not leave the rest
+    // waiting for it.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::exit(1);
+    }));
     let passes = arg::<usize>("--passes", 200);
     let changes = arg::<usize>("--changes", 1000);
     let many = arg::<usize>("--registers", 100);
@@ -159,7 +166,7 @@ fn open_register(dir: &Path, cluster: &Cluster, me: Uuid) -> Register {
     let tables = Tables::new(vec![Table::catalog("products")]);
     let mut conn = Connection::open(dir.join(format!("{me}.db"))).unwrap();
     conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;",
     )
     .unwrap();
     conn.execute_batch(REGISTER_SCHEMA).unwrap();
