@@ -98,7 +98,7 @@ $$;
 -- One relay pass, in the calling session: what the background worker does
 -- on its own, run by hand (tests use it: it is deterministic). The advisory
 -- lock keeps one pass at a time, whoever runs it. A pass run this way is no
--- relay starting: sync.retry() asks for what set aside to be tried again.
+-- relay starting: sync.retry() asks for what was set aside to be tried again.
 --
 -- CALL it outside a transaction block: it commits what came before it.
 CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
