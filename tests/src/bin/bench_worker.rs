@@ -7,7 +7,9 @@
 //! - commit to applied with the queue transport: a single-row UPDATE on the
 //!   server, until each register's SQLite transaction that applies it has
 //!   committed, with the worker relaying and each register LISTENing on its
-//!   channel; p50 and p99 over many changes, with 1 and with 100 registers.
+//!   channel; p50 and p99 over many changes, with 1 and with 100 registers;
+//!   and the worker's private memory after 100 changes (so 100 passes or
+//!   so) against after all of them.
 //!
 //! Run on a release build: `cargo pgrx install --release -p magic_sync`, then
 //! `cargo run --release -p magic_sync_tests --bin bench_worker`. Options:
@@ -73,7 +75,11 @@ fn main() {
 
     println!();
     println!("Commit to applied, the queue transport, the worker relaying ({changes} changes)");
-    for registers in [1, many] {
+    let mut counts = vec![1];
+    if many > 1 {
+        counts.push(many);
+    }
+    for registers in counts {
         commit_to_applied(registers, changes);
     }
 }
@@ -263,9 +269,20 @@ fn commit_to_applied(registers: usize, changes: usize) {
         .collect();
     ready.wait();
 
+    let worker: i32 = pg
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let mut memory_after_100 = None;
     let mut committed_at = Vec::with_capacity(changes);
     let began = Instant::now();
     for change in 0..changes {
+        if change == 100 {
+            memory_after_100 = private_mib(worker);
+        }
         let price = 10_000 + change as i64;
         pg.execute(
             "UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'",
@@ -305,10 +322,29 @@ fn commit_to_applied(registers: usize, changes: usize) {
         }
     }
     let (p50, p99) = median_and_p99(latencies);
+    let memory_at_end = private_mib(worker);
     println!(
         "  {registers:3} register(s): p50 {p50:6.2} ms, p99 {p99:6.2} ms (targets: 10 ms, 50 ms); \
          {missed} of {} not seen applied (a later change overtook them); {:.1} s",
         changes * registers,
         took.as_secs_f64()
     );
+    if let (Some(early), Some(late)) = (memory_after_100, memory_at_end) {
+        println!(
+            "      the worker's private memory: {early:.1} MiB after 100 changes, {late:.1} MiB after \
+             {changes}: {:.2}x (target: at most 1.2x)",
+            late / early
+        );
+    }
+}
+
+/// A process's private resident memory now, in MiB (RssAnon).
+fn private_mib(pid: i32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
 }
