@@ -44,6 +44,11 @@ const RESTART_AFTER: Duration = Duration::from_secs(5);
 /// Every how often a worker whose database lacks the extension looks again.
 const EXTENSION_LOOKED_FOR_EVERY: Duration = Duration::from_secs(2);
 
+/// Every how many passes the worker empties its catalog caches: each pass
+/// creates and drops its scratch tables, and the caches keep what they
+/// learnt of them (about 8 kB a pass) for the life of the process.
+const FLUSH_CACHES_EVERY: u32 = 256;
+
 /// Every how often the worker logs what waits for someone, if anything.
 const REPORT_EVERY: Duration = Duration::from_secs(300);
 
@@ -142,6 +147,8 @@ struct Worker {
     reported_at: Instant,
     /// The extension was missing when last looked: said once.
     said_missing: bool,
+    /// Passes since the catalog caches were last emptied.
+    passes: u32,
 }
 
 /// What one round did.
@@ -167,6 +174,7 @@ impl Worker {
             backoff: Duration::ZERO,
             reported_at: Instant::now(),
             said_missing: false,
+            passes: 0,
         }
     }
 
@@ -271,6 +279,14 @@ impl Worker {
                 break summary.0;
             }
         };
+        self.passes += 1;
+        if self.passes >= FLUSH_CACHES_EVERY {
+            self.passes = 0;
+            // SAFETY: inside a transaction of the worker's own, as when
+            // PostgreSQL itself finds its invalidation queue overflowed:
+            // every cache entry is rebuilt from the catalog when next used.
+            transaction(false, || unsafe { pg_sys::InvalidateSystemCaches() })?;
+        }
         // A pass that planned a full batch left notes waiting. Notes that
         // committed during the pass set the latch: the wait ends at once.
         Ok(Round::Relayed {
