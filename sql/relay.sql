@@ -29,6 +29,19 @@ EXCEPTION WHEN serialization_failure THEN
 END
 $$;
 
+-- Whether a pass has anything to do but look at the replicas: notes,
+-- replicas to provision, retries that are due, uploads to file again. A
+-- relay worker woken with nothing of it waiting starts no pass.
+CREATE FUNCTION sync_internal.work_waits() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM sync.notes)
+        OR EXISTS (SELECT 1 FROM sync.group_notes)
+        OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now()))
+        OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now())
+        OR EXISTS (SELECT 1 FROM sync.held WHERE refused IS NOT NULL AND retry_at <= now())
+        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now());
+$$;
+
 -- What waits apart from the notes, in a transaction of its own, before a
 -- pass: uploads kept in the inbox are filed again when due (all of them
 -- when a relay starts: a deploy may have fixed them), and replicas whose

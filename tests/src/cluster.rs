@@ -135,6 +135,17 @@ impl Cluster {
         Cluster::run_in(dir, self.bin.clone(), settings)
     }
 
+    /// Stops the server at once, as a crash would (no shutdown checkpoint),
+    /// and starts it again with the same settings.
+    pub fn restart_immediately(&self) {
+        output(
+            self.as_owner("pg_ctl")
+                .arg("-D")
+                .arg(self.dir.path().join("data"))
+                .args(["-m", "immediate", "-w", "restart"]),
+        );
+    }
+
     /// Ends a standby's recovery: it takes writes from now on.
     pub fn promote(&self) {
         output(

@@ -6,4 +6,15 @@ pub mod args;
 pub mod cluster;
 pub mod relaying;
 
+/// The benchmarks' shop: registers, and products sent to every live one.
+pub const BROADCAST_SHOP: &str = "
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
+    CREATE TABLE shop.products (
+        id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now());
+    SELECT sync.declare_replicas('shop.registers', live => 'active');
+    SELECT sync.declare_table('shop.products', sync => 'broadcast');
+";
+
 pub use cluster::Cluster;

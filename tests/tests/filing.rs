@@ -171,7 +171,7 @@ fn the_server_stopping_in_the_middle_of_filing_loses_nothing() {
     shop.pg
         .query_one("SELECT sync.receive($1, $2)", &[&a, &up.bytes])
         .unwrap();
-    restart_immediately(&shop);
+    shop.cluster.restart_immediately();
     assert!(
         shop.pg.batch_execute("COMMIT").is_err(),
         "the connection is gone"
@@ -188,21 +188,6 @@ fn the_server_stopping_in_the_middle_of_filing_loses_nothing() {
         shop.receipts(),
         written(&[(a, ids.into_iter().zip([11, 12, 13]).collect())])
     );
-}
-
-/// Stops the cluster at once (as a power cut would) and starts it again.
-fn restart_immediately(shop: &Shop) {
-    let data = shop.cluster.socket_dir().join("data");
-    let status = shop
-        .cluster
-        .as_owner("pg_ctl")
-        .arg("-D")
-        .arg(&data)
-        .args(["-m", "immediate", "-w", "restart"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("pg_ctl restart");
-    assert!(status.success());
 }
 
 #[test]

@@ -21,36 +21,15 @@ type Held = (Uuid, String, i64);
 /// Every product row the register holds, retired ones included: what it
 /// holds is exactly the server's only when there is nothing else.
 fn every_product_of(register: &Replica) -> Vec<Held> {
-    let mut rows: Vec<Held> = register
-        .connection()
-        .prepare("SELECT id, name, price_cents FROM products")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
+    products_where(register, "true")
 }
 
 /// The register's state rows it holds: (id, note).
 fn states_of(register: &Replica) -> Vec<(Uuid, String)> {
-    let mut rows: Vec<(Uuid, String)> = register
-        .connection()
-        .prepare("SELECT id, note FROM register_state WHERE retired_at IS NULL")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
+    values_by_id(
+        register,
+        "SELECT id, note FROM register_state WHERE retired_at IS NULL",
+    )
 }
 
 fn server_states_of(shop: &mut Shop, register: Uuid) -> Vec<(Uuid, String)> {
@@ -86,6 +65,15 @@ fn record_of(shop: &mut Shop, register: Uuid) -> (bool, i64) {
         )
         .unwrap();
     (row.get(0), row.get(1))
+}
+
+/// Once the register says what it applied, the server counts it holding
+/// everything, with no provisioning pending.
+fn assert_counted_holding_everything(shop: &mut Shop, register: &mut Replica) {
+    report(&mut shop.pg, register);
+    let (provision, applied) = record_of(shop, register.me());
+    assert!(!provision);
+    assert_eq!(applied as u64, register.last_applied().unwrap().sequence);
 }
 
 fn change_the_catalog(shop: &mut Shop, round: i32) {
@@ -188,10 +176,7 @@ fn a_register_put_back_to_an_older_copy_is_provisioned_again_within_one_round() 
     assert_holds_what_it_should(&mut shop, &register);
 
     // It says so, and the server counts it holding everything again.
-    report(&mut shop.pg, &mut register);
-    let (provision, applied) = record_of(&mut shop, a);
-    assert!(!provision);
-    assert_eq!(applied as u64, register.last_applied().unwrap().sequence);
+    assert_counted_holding_everything(&mut shop, &mut register);
 }
 
 #[test]
@@ -210,10 +195,7 @@ fn a_register_set_up_again_under_its_id_is_provisioned_again_within_one_round() 
     assert_eq!(pass["provisioned"], 1, "{verdicts:?} {pass}");
     assert_holds_what_it_should(&mut shop, &register);
 
-    report(&mut shop.pg, &mut register);
-    let (provision, applied) = record_of(&mut shop, a);
-    assert!(!provision);
-    assert_eq!(applied as u64, register.last_applied().unwrap().sequence);
+    assert_counted_holding_everything(&mut shop, &mut register);
 }
 
 #[test]

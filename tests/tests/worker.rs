@@ -56,6 +56,27 @@ fn waiting_for(pg: &mut Client, register: Uuid) -> i64 {
     .get(0)
 }
 
+fn add_product(shop: &mut Shop, name: &str, price: i64) {
+    shop.pg
+        .execute(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, $2)",
+            &[&name, &price],
+        )
+        .unwrap();
+}
+
+/// The shop with its worker (waking every second), and one register that
+/// holds its one product, Tea, relayed by the worker.
+fn a_register_holding_tea() -> (Shop, Replica) {
+    let mut shop = shop_with_worker(1);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    add_product(&mut shop, "Tea", 250);
+    deliver_when_relayed(&mut shop, &mut register);
+    (shop, register)
+}
+
 /// Takes what waits for a register, again and again, until it holds
 /// exactly the server's products: the worker relays on its own time.
 fn deliver_when_relayed(shop: &mut Shop, register: &mut Replica) {
@@ -75,9 +96,7 @@ fn changes_reach_the_registers_with_no_relay_called() {
     wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
     let a = shop.add_register("Register 1");
     let mut register = open_register(&shop.file_of(a), a);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
-    );
+    add_product(&mut shop, "Tea", 250);
     deliver_when_relayed(&mut shop, &mut register);
 
     for price in [260, 270, 280] {
@@ -91,22 +110,14 @@ fn changes_reach_the_registers_with_no_relay_called() {
 
 #[test]
 fn a_device_listening_on_its_channel_is_woken_when_its_messages_wait() {
-    let mut shop = shop_with_worker(1);
-    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
-    let a = shop.add_register("Register 1");
-    let mut register = open_register(&shop.file_of(a), a);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
-    );
-    deliver_when_relayed(&mut shop, &mut register);
+    let (mut shop, mut register) = a_register_holding_tea();
+    let a = register.me();
 
     let mut device = shop.cluster().connect("shop");
     device
         .batch_execute(&format!("LISTEN \"magic_sync:{a}\""))
         .unwrap();
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
-    );
+    add_product(&mut shop, "Cake", 400);
     let began = Instant::now();
     let woken = loop {
         let mut notifications = device.notifications();
@@ -130,14 +141,7 @@ fn a_device_listening_on_its_channel_is_woken_when_its_messages_wait() {
 
 #[test]
 fn a_worker_killed_is_started_again_and_relays_what_came_meanwhile() {
-    let mut shop = shop_with_worker(1);
-    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
-    let a = shop.add_register("Register 1");
-    let mut register = open_register(&shop.file_of(a), a);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
-    );
-    deliver_when_relayed(&mut shop, &mut register);
+    let (mut shop, mut register) = a_register_holding_tea();
 
     let pid = worker_pid(&mut shop.pg).unwrap();
     // SIGKILL: the postmaster takes it as a crash, restarts every backend
@@ -155,9 +159,7 @@ fn a_worker_killed_is_started_again_and_relays_what_came_meanwhile() {
         worker_pid(&mut pg).is_some_and(|again| again != pid)
     });
     shop.reconnect();
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
-    );
+    add_product(&mut shop, "Cake", 400);
     deliver_when_relayed(&mut shop, &mut register);
 }
 
@@ -180,9 +182,7 @@ fn a_relay_stopped_relays_no_more_and_one_started_by_hand_does() {
         .unwrap()
         .get(0);
     assert_eq!(again, None, "a second worker for the same database");
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
-    );
+    add_product(&mut shop, "Tea", 250);
     deliver_when_relayed(&mut shop, &mut register);
 
     let stopped: i64 = shop
@@ -192,9 +192,7 @@ fn a_relay_stopped_relays_no_more_and_one_started_by_hand_does() {
         .get(0);
     assert_eq!(stopped, 1);
     wait_until("the worker to stop", || worker_pid(&mut shop.pg).is_none());
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
-    );
+    add_product(&mut shop, "Cake", 400);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(waiting_for(&mut shop.pg, a), 0, "relayed with no worker");
 }
@@ -220,14 +218,7 @@ fn a_role_that_is_not_the_owner_may_not_start_a_relay() {
 
 #[test]
 fn a_hot_standby_runs_no_relay_and_once_promoted_relays() {
-    let mut shop = shop_with_worker(1);
-    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
-    let a = shop.add_register("Register 1");
-    let mut register = open_register(&shop.file_of(a), a);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
-    );
-    deliver_when_relayed(&mut shop, &mut register);
+    let (mut shop, mut register) = a_register_holding_tea();
 
     let standby = shop.cluster().standby(&[
         "shared_preload_libraries=magic_sync",
@@ -241,9 +232,7 @@ fn a_hot_standby_runs_no_relay_and_once_promoted_relays() {
         .get(0);
     assert!(in_recovery);
     // What the primary writes reaches the standby; its relay does not run.
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
-    );
+    add_product(&mut shop, "Cake", 400);
     deliver_when_relayed(&mut shop, &mut register);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(worker_pid(&mut replayed), None, "a relay on a hot standby");
@@ -274,51 +263,15 @@ fn a_hot_standby_runs_no_relay_and_once_promoted_relays() {
         .any(|p| p.1 == "Cake" && p.2 == 450));
 }
 
-/// The products a server holds, as `Shop::products` reads them.
-fn products_of(pg: &mut Client) -> Vec<Product> {
-    let mut rows: Vec<Product> = pg
-        .query(
-            "SELECT id, name, price_cents, \
-             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
-             FROM shop.products",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
-    rows.sort();
-    rows
-}
-
 #[test]
 fn a_server_stopped_at_once_and_started_again_relays_what_came_meanwhile() {
-    let mut shop = shop_with_worker(1);
-    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
-    let a = shop.add_register("Register 1");
-    let mut register = open_register(&shop.file_of(a), a);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
-    );
-    deliver_when_relayed(&mut shop, &mut register);
+    let (mut shop, mut register) = a_register_holding_tea();
     // Committed for good (the throwaway cluster commits asynchronously),
     // then the server stopped before the worker may have relayed it, or
     // while it does.
     shop.run("SET synchronous_commit = on");
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400)",
-    );
-    let data = shop.cluster().socket_dir().join("data");
-    let status = shop
-        .cluster()
-        .as_owner("pg_ctl")
-        .arg("-D")
-        .arg(&data)
-        .args(["-m", "immediate", "-w", "restart"])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    add_product(&mut shop, "Cake", 400);
+    shop.cluster().restart_immediately();
     shop.reconnect();
     deliver_when_relayed(&mut shop, &mut register);
     assert_eq!(held_by(&register).len(), 2, "{:?}", shop.products());

@@ -55,15 +55,9 @@ const REPORT_EVERY: Duration = Duration::from_secs(300);
 const EXTENSION_IS_HERE: &str =
     "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'magic_sync')";
 
-/// Whether a pass has anything to do but look at the replicas: notes,
-/// replicas to provision, retries that are due, uploads to file again.
-const WORK_WAITS: &str = "\
-    SELECT EXISTS (SELECT 1 FROM sync.notes) \
-        OR EXISTS (SELECT 1 FROM sync.group_notes) \
-        OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now())) \
-        OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now()) \
-        OR EXISTS (SELECT 1 FROM sync.held WHERE refused IS NOT NULL AND retry_at <= now()) \
-        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())";
+/// Whether a pass has anything to do but look at the replicas
+/// (sql/relay.sql).
+const WORK_WAITS: &str = "SELECT sync_internal.work_waits()";
 
 const BEFORE_PASS: &str = "SELECT sync_internal.before_pass($1)";
 
@@ -159,6 +153,13 @@ enum Round {
     NoExtension,
 }
 
+/// What a round finds before it passes.
+enum Found {
+    NoExtension,
+    NoWork,
+    Work,
+}
+
 /// A failure of a round, as the worker treats it.
 struct Failure {
     transient: bool,
@@ -252,16 +253,23 @@ impl Worker {
     /// starts no pass when no work waits (`only_if_work_waits`): a timeout
     /// still runs one, as a replica that became live writes no note.
     fn round(&mut self, only_if_work_waits: bool) -> Result<Round, Failure> {
-        let here = transaction(false, || Spi::get_one::<bool>(EXTENSION_IS_HERE))?;
-        if !matches!(here, Ok(Some(true))) {
-            return Ok(Round::NoExtension);
-        }
-        if only_if_work_waits {
-            let waits = transaction(false, || Spi::get_one::<bool>(WORK_WAITS))?
-                .map_err(|e| spi_failure(WORK_WAITS, e))?;
-            if waits != Some(true) {
-                return Ok(Round::Relayed { more: false });
+        // One transaction looks for the extension and, when asked, for work.
+        let found = transaction(false, || {
+            if Spi::get_one::<bool>(EXTENSION_IS_HERE)? != Some(true) {
+                return Ok(Found::NoExtension);
             }
+            if only_if_work_waits && Spi::get_one::<bool>(WORK_WAITS)? != Some(true) {
+                return Ok(Found::NoWork);
+            }
+            Ok(Found::Work)
+        })?
+        .map_err(|e: pgrx::spi::SpiError| {
+            spi_failure("the look for the extension and for work", e)
+        })?;
+        match found {
+            Found::NoExtension => return Ok(Round::NoExtension),
+            Found::NoWork => return Ok(Round::Relayed { more: false }),
+            Found::Work => {}
         }
         let starting = self.starting;
         transaction(false, || {

@@ -13,18 +13,8 @@ use std::time::Instant;
 
 use magic_sync_tests::args::arg;
 use magic_sync_tests::relaying::{drain, relay};
-use magic_sync_tests::Cluster;
+use magic_sync_tests::{Cluster, BROADCAST_SHOP};
 use postgres::Client;
-
-const SHOP: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (
-        id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL,
-        updated_at timestamptz NOT NULL DEFAULT now());
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
-";
 
 fn fill_products(pg: &mut Client, rows: i64) {
     pg.execute(
@@ -87,7 +77,7 @@ fn settle(pg: &mut Client) {
 fn provision_one(cluster: &Cluster, rows: i64) -> (f64, f64, f64) {
     let db = format!("provision_{rows}");
     let mut setup = cluster.database_with_extension(&db);
-    setup.batch_execute(SHOP).unwrap();
+    setup.batch_execute(BROADCAST_SHOP).unwrap();
     fill_products(&mut setup, rows);
     drain(&mut setup); // the notes of the fill, with no replica yet
     setup
@@ -113,7 +103,7 @@ fn provision_one(cluster: &Cluster, rows: i64) -> (f64, f64, f64) {
 /// answers (milliseconds of the pass, bodies stored).
 fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64, i64, f64) {
     let mut pg = cluster.database_with_extension("broadcast");
-    pg.batch_execute(SHOP).unwrap();
+    pg.batch_execute(BROADCAST_SHOP).unwrap();
     fill_products(&mut pg, products);
     drain(&mut pg);
     pg.execute(

@@ -24,20 +24,14 @@ use std::time::{Duration, Instant};
 use magic_sync_replica::{install, queue, Replica, Settings, Table, Tables};
 use magic_sync_tests::args::arg;
 use magic_sync_tests::relaying::{drain, relay};
-use magic_sync_tests::Cluster;
+use magic_sync_tests::{Cluster, BROADCAST_SHOP};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::Client;
 use rusqlite::Connection;
 use uuid::Uuid;
 
-const SHOP: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (
-        id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL,
-        updated_at timestamptz NOT NULL DEFAULT now());
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
+/// A hundred products to change one of.
+const PRODUCTS: &str = "
     INSERT INTO shop.products (id, name, price_cents)
     SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 100) AS i;
 ";
@@ -48,15 +42,8 @@ const REGISTER_SCHEMA: &str = "
         price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL);
 ";
 
-/// What the worker runs, woken with nothing to do, instead of a pass
-/// (publish/worker.rs: WORK_WAITS).
-const WORK_WAITS: &str = "\
-    SELECT EXISTS (SELECT 1 FROM sync.notes) \
-        OR EXISTS (SELECT 1 FROM sync.group_notes) \
-        OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now())) \
-        OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now()) \
-        OR EXISTS (SELECT 1 FROM sync.held WHERE refused IS NOT NULL AND retry_at <= now()) \
-        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())";
+/// What the worker runs, woken with nothing to do, instead of a pass.
+const WORK_WAITS: &str = "SELECT sync_internal.work_waits()";
 
 fn main() {
     // A register's thread that fails must end the run, not leave the rest
@@ -97,7 +84,8 @@ fn ms(d: Duration) -> f64 {
 fn fixed_cost(passes: usize) {
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("fixed");
-    pg.batch_execute(SHOP).unwrap();
+    pg.batch_execute(BROADCAST_SHOP).unwrap();
+    pg.batch_execute(PRODUCTS).unwrap();
     pg.batch_execute("INSERT INTO shop.registers (id) VALUES (gen_random_uuid())")
         .unwrap();
     drain(&mut pg);
@@ -218,7 +206,8 @@ fn commit_to_applied(registers: usize, changes: usize) {
         "max_connections=250",
     ]);
     let mut pg = cluster.database_with_extension("shop");
-    pg.batch_execute(SHOP).unwrap();
+    pg.batch_execute(BROADCAST_SHOP).unwrap();
+    pg.batch_execute(PRODUCTS).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ids: Vec<Uuid> = (0..registers).map(|_| Uuid::new_v4()).collect();
     for id in &ids {

@@ -233,11 +233,14 @@ pub fn sell(register: &Replica, totals: &[i64]) -> Vec<Uuid> {
     ids
 }
 
-/// The receipts a register holds: (id, total), sorted.
-pub fn receipts_of(register: &Replica) -> Vec<(Uuid, i64)> {
-    let mut rows: Vec<(Uuid, i64)> = register
+/// The rows a register answers to `sql`, an id and a value each, sorted.
+pub fn values_by_id<T: rusqlite::types::FromSql + Ord>(
+    register: &Replica,
+    sql: &str,
+) -> Vec<(Uuid, T)> {
+    let mut rows: Vec<(Uuid, T)> = register
         .connection()
-        .prepare("SELECT id, total_cents FROM receipts")
+        .prepare(sql)
         .unwrap()
         .query_map([], |r| {
             let id: Vec<u8> = r.get(0)?;
@@ -250,11 +253,24 @@ pub fn receipts_of(register: &Replica) -> Vec<(Uuid, i64)> {
     rows
 }
 
+/// The receipts a register holds: (id, total), sorted.
+pub fn receipts_of(register: &Replica) -> Vec<(Uuid, i64)> {
+    values_by_id(register, "SELECT id, total_cents FROM receipts")
+}
+
 /// The products a register holds and has not retired: (id, name, price).
 pub fn products_of(register: &Replica) -> Vec<(Uuid, String, i64)> {
+    products_where(register, "retired_at IS NULL")
+}
+
+/// The products a register holds that meet `condition`: (id, name, price),
+/// sorted.
+pub fn products_where(register: &Replica, condition: &str) -> Vec<(Uuid, String, i64)> {
     let mut rows: Vec<(Uuid, String, i64)> = register
         .connection()
-        .prepare("SELECT id, name, price_cents FROM products WHERE retired_at IS NULL")
+        .prepare(&format!(
+            "SELECT id, name, price_cents FROM products WHERE {condition}"
+        ))
         .unwrap()
         .query_map([], |r| {
             let id: Vec<u8> = r.get(0)?;

@@ -96,21 +96,26 @@ impl Shop {
     }
 
     pub fn products(&mut self) -> Vec<Product> {
-        let mut rows: Vec<Product> = self
-            .pg
-            .query(
-                "SELECT id, name, price_cents, \
-                 to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
-                 FROM shop.products",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-            .collect();
-        rows.sort();
-        rows
+        products_of(&mut self.pg)
     }
+}
+
+/// The products a server holds, sorted, their instants as the registers
+/// write them.
+pub fn products_of(pg: &mut Client) -> Vec<Product> {
+    let mut rows: Vec<Product> = pg
+        .query(
+            "SELECT id, name, price_cents, \
+             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+             FROM shop.products",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    rows.sort();
+    rows
 }
 
 pub fn tables() -> Tables {
