@@ -138,12 +138,20 @@ impl Cluster {
     /// Stops the server at once, as a crash would (no shutdown checkpoint),
     /// and starts it again with the same settings.
     pub fn restart_immediately(&self) {
-        output(
-            self.as_owner("pg_ctl")
-                .arg("-D")
-                .arg(self.dir.path().join("data"))
-                .args(["-m", "immediate", "-w", "restart"]),
-        );
+        // The server started again keeps its log in the same file, and
+        // holds no pipe of ours open.
+        let status = self
+            .as_owner("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .args(["-m", "immediate", "-w", "restart"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("pg_ctl restart");
+        assert!(status.success(), "pg_ctl restart failed");
     }
 
     /// Ends a standby's recovery: it takes writes from now on.
