@@ -230,6 +230,10 @@ CREATE TABLE sync.replicas (
     epoch             uuid,
     last_sequence     bigint NOT NULL DEFAULT 0,
     last_nonce        bigint NOT NULL DEFAULT 0,
+    -- When a message was last written for it: one that leaves what it was
+    -- sent unconfirmed for magic_sync.unconfirmed_after since is
+    -- provisioned again (sync_internal.outbox_checks()).
+    written_at        timestamptz,
     -- The snapshot last begun for it, and the sequence it began at.
     snapshot_id       uuid,
     snapshot_sequence bigint,
@@ -357,6 +361,22 @@ CREATE TABLE sync.outbox (
 CREATE INDEX outbox_by_body ON sync.outbox (body);
 
 -- ---------------------------------------------------------------------------
+-- Sending with a transport the relay worker pushes to (nats): a replica
+-- a send failed to, until one gets through (publish/outbox.rs). Its sends
+-- wait until retry_at while every other replica's go on.
+CREATE TABLE sync.sends (
+    replica       uuid PRIMARY KEY,
+    -- Failures in a row, and how many of the last ones the transport
+    -- refused for good (not the network) the same message.
+    failures      integer NOT NULL,
+    refusals      integer NOT NULL DEFAULT 0,
+    -- The message the last failure was about, and what the transport said.
+    message       text NOT NULL,
+    last_error    text NOT NULL,
+    failed_at     timestamptz NOT NULL DEFAULT now(),
+    retry_at      timestamptz NOT NULL
+);
+
 -- Filing what replicas send up (pg_magic_sync/src/receive/, sql/filing.sql).
 
 -- The last backlog each replica said, with when (an Up without one leaves
@@ -440,6 +460,7 @@ SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.message_numbers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.sends', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.replica_source', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.tables', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.table_references', '');

@@ -62,6 +62,11 @@ extension_sql_file!(
     requires = ["declarations"]
 );
 extension_sql_file!("../../sql/relay.sql", name = "relay");
+extension_sql_file!(
+    "../../sql/publish.sql",
+    name = "publish",
+    requires = ["schema"]
+);
 // Last, once every function exists: EXECUTE on the engine's own taken from
 // PUBLIC.
 extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize);

@@ -17,6 +17,21 @@ pub static RETRY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(3600);
 pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static IDLE: GucSetting<i32> = GucSetting::<i32>::new(10);
 pub static TRANSPORT: GucSetting<Transport> = GucSetting::<Transport>::new(Transport::Queue);
+pub static CONCURRENCY: GucSetting<i32> = GucSetting::<i32>::new(16);
+pub static SEND_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(30_000);
+pub static OUTBOX_MESSAGES: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub static OUTBOX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
+pub static UNCONFIRMED_AFTER: GucSetting<i32> = GucSetting::<i32>::new(3600);
+pub static NATS_URL: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"nats://127.0.0.1:4222"));
+pub static NATS_CREDENTIALS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static NATS_SUBJECTS: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"magic_sync"));
+pub static NATS_DOWN_STREAM: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"MAGIC_SYNC_DOWN"));
+pub static NATS_UP_STREAM: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"MAGIC_SYNC_UP"));
+pub static NATS_REPLICAS: GucSetting<i32> = GucSetting::<i32>::new(1);
 
 /// How messages leave PostgreSQL for the replicas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PostgresGucEnum)]
@@ -25,6 +40,10 @@ pub enum Transport {
     /// its messages with sync.next() and is woken by NOTIFY.
     #[name = c"queue"]
     Queue,
+    /// NATS JetStream: the relay worker publishes each replica's messages
+    /// to a subject of its own and files the Ups it consumes.
+    #[name = c"nats"]
+    Nats,
 }
 
 pub fn define() {
@@ -94,11 +113,124 @@ pub fn define() {
     GucRegistry::define_enum_guc(
         c"magic_sync.transport",
         c"How messages leave PostgreSQL for the replicas.",
-        c"queue: the outbox is the queue devices take from with sync.next().",
+        c"queue: the outbox is the queue devices take from with sync.next(); nats: NATS JetStream.",
         &TRANSPORT,
         GucContext::Sighup,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"magic_sync.concurrency",
+        c"Replicas the relay worker sends to at once.",
+        c"Each replica's messages go one after another, in order.",
+        &CONCURRENCY,
+        1,
+        10_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.send_timeout",
+        c"How long a send may go unanswered before it counts as a transient failure.",
+        c"",
+        &SEND_TIMEOUT,
+        1,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    define_bounds();
+    define_nats();
+}
+
+fn define_bounds() {
+    GucRegistry::define_int_guc(
+        c"magic_sync.outbox_messages",
+        c"Messages a replica's outbox holds at most behind its snapshot: past it, provisioned again.",
+        c"A replica long away is sent what it should hold instead of every change it missed.",
+        &OUTBOX_MESSAGES,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.outbox_bytes",
+        c"Bytes a replica's outbox holds at most behind its snapshot: past it, provisioned again.",
+        c"",
+        &OUTBOX_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_KB,
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.unconfirmed_after",
+        c"Seconds a replica may leave what it was sent unconfirmed, nothing newer going to it, before it is provisioned again.",
+        c"The transport may have lost what it was sent.",
+        &UNCONFIRMED_AFTER,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+}
+
+fn define_nats() {
+    let strings = [
+        (
+            c"magic_sync.nats_url",
+            c"The NATS server(s) the nats transport connects to (comma-separated URLs).",
+            &NATS_URL,
+        ),
+        (
+            c"magic_sync.nats_credentials",
+            c"A NATS credentials file (.creds) the relay worker connects with; empty for none.",
+            &NATS_CREDENTIALS,
+        ),
+        (
+            c"magic_sync.nats_subjects",
+            c"The first token of every subject: {it}.down.{replica}, {it}.up.{replica}.{lane}.",
+            &NATS_SUBJECTS,
+        ),
+        (
+            c"magic_sync.nats_down_stream",
+            c"The JetStream stream the replicas' messages are stored in.",
+            &NATS_DOWN_STREAM,
+        ),
+        (
+            c"magic_sync.nats_up_stream",
+            c"The JetStream stream the replicas' Ups are stored in.",
+            &NATS_UP_STREAM,
+        ),
+    ];
+    for (name, short, setting) in strings {
+        GucRegistry::define_string_guc(
+            name,
+            short,
+            c"",
+            setting,
+            GucContext::Sighup,
+            GucFlags::default(),
+        );
+    }
+    GucRegistry::define_int_guc(
+        c"magic_sync.nats_replicas",
+        c"The replication factor of the streams the nats transport creates.",
+        c"1 for a single nats-server; 3 or 5 in a cluster.",
+        &NATS_REPLICAS,
+        1,
+        5,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+}
+
+/// A string setting's value, "" when unset.
+pub fn text(setting: &GucSetting<Option<CString>>) -> String {
+    setting
+        .get()
+        .map(|value| value.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn define_database() {

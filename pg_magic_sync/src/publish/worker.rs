@@ -18,17 +18,17 @@
 //!   permanent one is logged and tried again after `magic_sync.retry_every`
 //!   (or a minute, if sooner): it never makes the worker exit.
 
-use std::panic::AssertUnwindSafe;
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
-use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use serde_json::Value;
 
-use crate::error;
+use super::push::Push;
+use super::transaction::{spi_failure, transaction, Failure};
 use crate::note::wake;
 use crate::settings;
 
@@ -51,6 +51,11 @@ const FLUSH_CACHES_EVERY: u32 = 256;
 
 /// Every how often the worker logs what waits for someone, if anything.
 const REPORT_EVERY: Duration = Duration::from_secs(300);
+
+/// Every how often the worker checks what went out (sql/publish.sql).
+const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+const OUTBOX_CHECKS: &str = "SELECT sync_internal.outbox_checks($1, $2, $3)";
 
 const EXTENSION_IS_HERE: &str =
     "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'magic_sync')";
@@ -143,6 +148,9 @@ struct Worker {
     said_missing: bool,
     /// Passes since the catalog caches were last emptied.
     passes: u32,
+    /// Publishing, with a transport the worker pushes to.
+    push: Push,
+    checked_at: Instant,
 }
 
 /// What one round did.
@@ -160,12 +168,6 @@ enum Found {
     Work,
 }
 
-/// A failure of a round, as the worker treats it.
-struct Failure {
-    transient: bool,
-    message: String,
-}
-
 impl Worker {
     fn new(database: String) -> Worker {
         Worker {
@@ -176,6 +178,8 @@ impl Worker {
             reported_at: Instant::now(),
             said_missing: false,
             passes: 0,
+            push: Push::new(),
+            checked_at: Instant::now(),
         }
     }
 
@@ -191,18 +195,17 @@ impl Worker {
                 unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
             }
             if !more {
-                let wait = self.next_wait();
-                let deadline = Instant::now() + wait;
-                if !BackgroundWorker::wait_latch(Some(wait)) {
-                    break;
+                match wait(self.next_wait(), self.push.socket()) {
+                    Wake::Stop => break,
+                    Wake::Latch => woken = true,
+                    Wake::Ups | Wake::Timeout => woken = false,
                 }
                 if BackgroundWorker::sigterm_received() {
                     break;
                 }
-                woken = Instant::now() < deadline;
             }
             if self.retry_at.is_some_and(|at| Instant::now() < at) {
-                more = false;
+                more = self.publish();
                 continue;
             }
             let only_if_work_waits = woken && !self.starting && self.retry_at.is_none();
@@ -213,7 +216,7 @@ impl Worker {
                     self.backoff = Duration::ZERO;
                     self.starting = false;
                     self.said_missing = false;
-                    more
+                    self.publish() || more
                 }
                 Ok(Round::NoExtension) => {
                     // CREATE EXTENSION wakes no one: look again soon.
@@ -232,21 +235,36 @@ impl Worker {
                     false
                 }
             };
+            more |= self.check_if_due();
             self.report_if_due();
         }
         pgrx::log!("{NAME}: stopping (database \"{}\")", self.database);
     }
 
+    /// Files what came and sends what is due, with a transport the worker
+    /// pushes to; answers whether more is due at once. Never while the
+    /// extension is missing.
+    fn publish(&mut self) -> bool {
+        !self.said_missing && self.push.push()
+    }
+
     /// How long to sleep: until the retry after a failure, or `magic_sync.idle`.
     fn next_wait(&self) -> Duration {
         let idle = Duration::from_secs(settings::IDLE.get().max(1) as u64);
-        match self.retry_at {
-            Some(at) => at
-                .saturating_duration_since(Instant::now())
-                .min(idle)
-                .max(Duration::from_millis(10)),
-            None => idle,
-        }
+        let retry = self
+            .retry_at
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        let send = if self.said_missing {
+            None
+        } else {
+            self.push.due_in()
+        };
+        [Some(idle), retry, send]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(idle)
+            .max(Duration::from_millis(10))
     }
 
     /// What is due before a pass, then passes. Woken by a latch, the worker
@@ -322,6 +340,37 @@ impl Worker {
         );
     }
 
+    /// Every few seconds, the checks of what went out: outboxes past their
+    /// bound, messages left unconfirmed. Answers whether a replica is to be
+    /// provisioned again for them (a pass is due at once).
+    fn check_if_due(&mut self) -> bool {
+        if self.said_missing || self.checked_at.elapsed() < CHECK_EVERY {
+            return false;
+        }
+        self.checked_at = Instant::now();
+        let args = [
+            i64::from(settings::OUTBOX_MESSAGES.get()).into(),
+            (i64::from(settings::OUTBOX_BYTES.get()) * 1024).into(),
+            f64::from(settings::UNCONFIRMED_AFTER.get()).into(),
+        ];
+        let checked = transaction(false, || {
+            Spi::get_one_with_args::<pgrx::JsonB>(OUTBOX_CHECKS, &args)
+        });
+        let Ok(Ok(Some(found))) = checked else {
+            return false;
+        };
+        let outgrown = found.0["outgrown"].as_i64().unwrap_or(0);
+        let unconfirmed = found.0["unconfirmed"].as_i64().unwrap_or(0);
+        if outgrown + unconfirmed == 0 {
+            return false;
+        }
+        pgrx::warning!(
+            "{NAME}: provisioning again {outgrown} replica(s) whose outbox outgrew its bound \
+             and {unconfirmed} that left messages unconfirmed (sync.alarms)"
+        );
+        true
+    }
+
     /// Every few minutes, a line of what waits for someone, if anything does.
     fn report_if_due(&mut self) {
         if self.reported_at.elapsed() < REPORT_EVERY {
@@ -354,60 +403,47 @@ fn notes_per_pass() -> i64 {
     i64::from(settings::NOTES_PER_PASS.get())
 }
 
-fn spi_failure(sql: &str, e: pgrx::spi::SpiError) -> Failure {
-    Failure {
-        transient: false,
-        message: format!("{e} (while running {sql})"),
-    }
+/// What ended a worker's sleep.
+enum Wake {
+    /// A commit that noted a change set the latch (or a signal did).
+    Latch,
+    /// Ups came through the transport.
+    Ups,
+    Timeout,
+    /// SIGTERM, or the postmaster died.
+    Stop,
 }
 
-/// Runs `work` in a transaction of its own (REPEATABLE READ when asked),
-/// committed when it returns; an ERROR in it rolls it back and is answered
-/// as a failure, transient or not by its SQLSTATE.
-fn transaction<R>(repeatable_read: bool, work: impl FnOnce() -> R) -> Result<R, Failure> {
-    // SAFETY: the worker's main loop, outside any transaction: a
-    // transaction begins here and ends below, committed or aborted. The
-    // isolation level is set before the transaction's snapshot is taken,
-    // as SET TRANSACTION ISOLATION LEVEL would.
-    unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
-        pg_sys::StartTransactionCommand();
-        if repeatable_read {
-            pg_sys::XactIsoLevel = pg_sys::XACT_REPEATABLE_READ as i32;
-        }
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+/// Sleeps until the latch is set, `socket` turns readable, or `timeout`.
+fn wait(timeout: Duration, socket: Option<RawFd>) -> Wake {
+    let mut events =
+        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_POSTMASTER_DEATH) as i32;
+    if socket.is_some() {
+        events |= pg_sys::WL_SOCKET_READABLE as i32;
     }
-    let work = AssertUnwindSafe(work);
-    let outcome = PgTryBuilder::new(AssertUnwindSafe(|| Ok((work.0)())))
-        .catch_others(|caught| Err(failure_of(caught)))
-        .execute();
-    match outcome {
-        Ok(value) => {
-            // SAFETY: the transaction begun above, its snapshot still pushed.
-            unsafe {
-                pg_sys::PopActiveSnapshot();
-                pg_sys::CommitTransactionCommand();
-            }
-            Ok(value)
-        }
-        Err(failure) => {
-            // SAFETY: the transaction begun above, failed: aborting it
-            // releases its locks, snapshots and memory.
-            unsafe { pg_sys::AbortCurrentTransaction() };
-            Err(failure)
-        }
-    }
-}
-
-fn failure_of(caught: CaughtError) -> Failure {
-    match caught {
-        CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => Failure {
-            transient: error::is_transient(&error::sqlstate_text(report.sql_error_code())),
-            message: report.message().to_owned(),
-        },
-        CaughtError::RustPanic { ereport, .. } => Failure {
-            transient: false,
-            message: ereport.message().to_owned(),
-        },
+    let millis = timeout.as_millis().min(i32::MAX as u128) as std::ffi::c_long;
+    // SAFETY: the worker's main loop, outside any transaction: MyLatch is
+    // this process's latch, and the socket (when given) is open for as
+    // long as the transport that owns it, which outlives this call.
+    let happened = unsafe {
+        let happened = pg_sys::WaitLatchOrSocket(
+            pg_sys::MyLatch,
+            events,
+            socket.unwrap_or(-1),
+            millis,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+        pg_sys::check_for_interrupts!();
+        happened
+    };
+    if happened & pg_sys::WL_POSTMASTER_DEATH as i32 != 0 || BackgroundWorker::sigterm_received() {
+        Wake::Stop
+    } else if happened & pg_sys::WL_LATCH_SET as i32 != 0 {
+        Wake::Latch
+    } else if happened & pg_sys::WL_SOCKET_READABLE as i32 != 0 {
+        Wake::Ups
+    } else {
+        Wake::Timeout
     }
 }

@@ -85,7 +85,7 @@ const CARRIED: &str = "\
 
 const ADVANCE_CHAINS: &str = "\
     UPDATE sync.replicas s SET epoch = $1, last_sequence = u.last_sequence, \
-        last_nonce = u.last_nonce, provision = false, \
+        last_nonce = u.last_nonce, provision = false, written_at = now(), \
         snapshot_id = coalesce(u.snapshot_id, s.snapshot_id), \
         snapshot_sequence = coalesce(u.snapshot_sequence, s.snapshot_sequence) \
     FROM unnest($2::uuid[], $3::bigint[], $4::bigint[], $5::uuid[], $6::bigint[]) \

@@ -1,0 +1,399 @@
+//! The nats transport: NATS JetStream, driven by the relay worker from a
+//! runtime of its own. The runtime's one thread runs the connection and
+//! takes the Ups the relay's consumer hands out; the worker's own thread
+//! reads and writes the database (SPI is for it alone), and sends with no
+//! transaction open.
+//!
+//! - Down: each replica's messages are published in order to its subject,
+//!   one at a time (the next only once JetStream acknowledged the one
+//!   before), under `Nats-Msg-Id` = the outbox id, so one published twice
+//!   is stored once. Up to `magic_sync.concurrency` replicas at once. A
+//!   message leaves the outbox only once acknowledged (publish/outbox.rs).
+//! - A durable pull consumer per replica, explicit acks, max_ack_pending 1,
+//!   hands the device one message at a time; the worker creates it.
+//! - Up: the relay's consumer reads every replica's Ups in order; each is
+//!   filed under the replica its subject names, and acknowledged once the
+//!   filing committed (uploads.rs).
+
+pub mod subjects;
+mod errors;
+mod uploads;
+
+use std::collections::HashSet;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use uuid::Uuid;
+
+use super::outbox::{Due, Outcome, SendFailure};
+use crate::settings;
+pub use errors::TransportError;
+use subjects::Subjects;
+pub use uploads::Upload;
+
+/// How long JetStream remembers a message id: one published again within
+/// it (a worker that died before the outbox knew it was sent) is stored once.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(600);
+
+/// How long a device may take over a message before it is handed out again.
+const DEVICE_ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// Ups the relay's consumer hands out before the first is acknowledged.
+const UPS_IN_FLIGHT: i64 = 1024;
+
+/// The nats transport's settings, as the worker read them: a change of any
+/// connects again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub urls: Vec<String>,
+    pub credentials: String,
+    pub subjects: Subjects,
+    pub down_stream: String,
+    pub up_stream: String,
+    pub stream_replicas: usize,
+    pub send_timeout: Duration,
+    /// What a replica's subject holds at most: past it the oldest go, the
+    /// replica finds the gap and is provisioned again.
+    pub outbox_messages: i64,
+}
+
+impl Config {
+    pub fn from_settings() -> Config {
+        Config {
+            urls: settings::text(&settings::NATS_URL)
+                .split(',')
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            credentials: settings::text(&settings::NATS_CREDENTIALS),
+            subjects: Subjects {
+                prefix: settings::text(&settings::NATS_SUBJECTS),
+            },
+            down_stream: settings::text(&settings::NATS_DOWN_STREAM),
+            up_stream: settings::text(&settings::NATS_UP_STREAM),
+            stream_replicas: settings::NATS_REPLICAS.get().max(1) as usize,
+            send_timeout: send_timeout(),
+            outbox_messages: i64::from(settings::OUTBOX_MESSAGES.get()),
+        }
+    }
+}
+
+pub fn send_timeout() -> Duration {
+    Duration::from_millis(settings::SEND_TIMEOUT.get().max(1) as u64)
+}
+
+/// A connection to NATS, with the streams and the relay's consumer made.
+pub struct Nats {
+    pub config: Config,
+    runtime: tokio::runtime::Runtime,
+    jetstream: jetstream::Context,
+    down: stream::Stream,
+    /// Replicas whose consumer this connection made or found.
+    consumers: HashSet<Uuid>,
+    uploads: mpsc::Receiver<Upload>,
+    /// Readable while Ups wait: the worker's sleep ends on it.
+    woken: UnixStream,
+}
+
+impl Nats {
+    /// Connects, and makes the streams and the relay's consumer if missing.
+    pub fn connect(config: Config) -> Result<Nats, TransportError> {
+        let runtime = runtime()?;
+        let (sender, uploads) = mpsc::channel();
+        let (woken, wake) = UnixStream::pair().map_err(TransportError::local)?;
+        woken.set_nonblocking(true).map_err(TransportError::local)?;
+        wake.set_nonblocking(true).map_err(TransportError::local)?;
+        let (jetstream, down) = runtime.block_on(async {
+            let client = connect(&config).await?;
+            let jetstream = jetstream::new(client);
+            let down = jetstream
+                .get_or_create_stream(down_stream(&config))
+                .await
+                .map_err(|e| TransportError::of_stream(&config.down_stream, e))?;
+            let up = jetstream
+                .get_or_create_stream(up_stream(&config))
+                .await
+                .map_err(|e| TransportError::of_stream(&config.up_stream, e))?;
+            let consumer: consumer::PullConsumer = up
+                .get_or_create_consumer(subjects::UP_CONSUMER, up_consumer(&config))
+                .await
+                .map_err(|e| TransportError::of_consumer(subjects::UP_CONSUMER, e))?;
+            uploads::take(consumer, config.subjects.clone(), sender, wake);
+            Ok::<_, TransportError>((jetstream, down))
+        })?;
+        Ok(Nats {
+            config,
+            runtime,
+            jetstream,
+            down,
+            consumers: HashSet::new(),
+            uploads,
+            woken,
+        })
+    }
+
+    /// The socket the worker's sleep also waits on.
+    pub fn wake_socket(&self) -> RawFd {
+        self.woken.as_raw_fd()
+    }
+
+    /// The Ups handed out so far, in order, each to be filed then finished.
+    pub fn uploads(&mut self) -> Vec<Upload> {
+        uploads::drain(&self.woken);
+        self.uploads.try_iter().collect()
+    }
+
+    /// Acknowledges an Up whose filing committed, or hands it out again
+    /// after `again` (its filing failed, or one before it of its replica).
+    pub fn finish(&self, upload: Upload, again: Option<Duration>) -> Result<(), TransportError> {
+        self.runtime
+            .block_on(upload.finish(again, self.config.send_timeout))
+    }
+
+    /// Drops an Up of a subject no replica of ours publishes on, for good.
+    pub fn refuse(&self, upload: Upload) {
+        self.runtime.block_on(upload.refuse());
+    }
+
+    /// Publishes what is due, each replica's in order, `concurrency` at once.
+    pub fn send(&mut self, due: Vec<Due>, concurrency: usize) -> Vec<Outcome> {
+        let timeout = self.config.send_timeout;
+        let fresh: Vec<Uuid> = due
+            .iter()
+            .map(|d| d.replica)
+            .filter(|r| !self.consumers.contains(r))
+            .collect();
+        let (outcomes, made) = self.runtime.block_on(async {
+            let made = self.make_consumers(&fresh, concurrency, timeout).await;
+            let outcomes = futures_util::stream::iter(due)
+                .map(|due| {
+                    let failed_consumer =
+                        made.get(&due.replica)
+                            .and_then(|f| f.as_ref())
+                            .map(|f| SendFailure {
+                                message: String::new(),
+                                for_good: f.for_good,
+                                error: f.error.clone(),
+                            });
+                    send_replica(
+                        &self.jetstream,
+                        &self.down,
+                        &self.config,
+                        due,
+                        failed_consumer,
+                    )
+                })
+                .buffer_unordered(concurrency.max(1))
+                .collect::<Vec<Outcome>>()
+                .await;
+            (outcomes, made)
+        });
+        for (replica, failure) in made {
+            if failure.is_none() {
+                self.consumers.insert(replica);
+            }
+        }
+        outcomes
+    }
+
+    async fn make_consumers(
+        &self,
+        replicas: &[Uuid],
+        concurrency: usize,
+        timeout: Duration,
+    ) -> std::collections::HashMap<Uuid, Option<SendFailure>> {
+        futures_util::stream::iter(replicas.iter().copied())
+            .map(|replica| async move {
+                let config = device_consumer(&self.config, replica);
+                let made = tokio::time::timeout(
+                    timeout,
+                    self.down.get_or_create_consumer::<consumer::pull::Config>(
+                        &subjects::consumer_name(replica),
+                        config,
+                    ),
+                )
+                .await;
+                let failure = match made {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(e)) => Some(TransportError::of_consumer(&replica.to_string(), e)),
+                    Err(_) => Some(TransportError::timed_out("making the replica's consumer")),
+                };
+                (
+                    replica,
+                    failure.map(|e| SendFailure {
+                        message: String::new(),
+                        for_good: !e.transient,
+                        error: e.to_string(),
+                    }),
+                )
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await
+    }
+}
+
+/// One replica's messages, one after another: the first failure stops it.
+async fn send_replica(
+    jetstream: &jetstream::Context,
+    down: &stream::Stream,
+    config: &Config,
+    due: Due,
+    consumer_failed: Option<SendFailure>,
+) -> Outcome {
+    let mut outcome = Outcome {
+        replica: due.replica,
+        taken: Vec::new(),
+        failed: None,
+    };
+    if let Some(mut failure) = consumer_failed {
+        failure.message = due
+            .messages
+            .first()
+            .map(|m| m.id.clone())
+            .unwrap_or_default();
+        outcome.failed = Some(failure);
+        return outcome;
+    }
+    let subject = config.subjects.down(due.replica);
+    for message in due.messages {
+        let sent = async {
+            if message.begins_snapshot {
+                // A provisioning supersedes what the replica was sent before
+                // it: a device long away takes the snapshot, not the backlog.
+                down.purge()
+                    .filter(subject.clone())
+                    .await
+                    .map_err(|e| TransportError::of_purge(&subject, e))?;
+            }
+            let publish = jetstream::message::PublishMessage::build()
+                .payload(message.bytes.into())
+                .message_id(&message.id);
+            let ack = jetstream
+                .send_publish(subject.clone(), publish)
+                .await
+                .map_err(TransportError::of_publish)?;
+            ack.await.map_err(TransportError::of_publish)
+        };
+        match tokio::time::timeout(config.send_timeout, sent).await {
+            Ok(Ok(_ack)) => outcome.taken.push(message.id),
+            Ok(Err(e)) => {
+                outcome.failed = Some(failure(message.id, e));
+                break;
+            }
+            Err(_) => {
+                outcome.failed = Some(failure(
+                    message.id,
+                    TransportError::timed_out("publishing (magic_sync.send_timeout)"),
+                ));
+                break;
+            }
+        }
+    }
+    outcome
+}
+
+fn failure(message: String, e: TransportError) -> SendFailure {
+    SendFailure {
+        message,
+        for_good: !e.transient,
+        error: e.to_string(),
+    }
+}
+
+/// A runtime with one thread of its own, which never takes a signal: they
+/// are the worker's main thread's (SIGTERM, SIGHUP, its latch).
+fn runtime() -> Result<tokio::runtime::Runtime, TransportError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .max_blocking_threads(2)
+        .thread_name("magic_sync nats")
+        .on_thread_start(block_signals)
+        .enable_all()
+        .build()
+        .map_err(TransportError::local)
+}
+
+fn block_signals() {
+    // SAFETY: sigfillset initialises the set it is given; pthread_sigmask
+    // changes this thread's mask only, one the runtime made, which runs no
+    // PostgreSQL code.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+async fn connect(config: &Config) -> Result<async_nats::Client, TransportError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name("magic_sync relay")
+        .connection_timeout(config.send_timeout)
+        .request_timeout(Some(config.send_timeout));
+    if !config.credentials.is_empty() {
+        options = options
+            .credentials_file(&config.credentials)
+            .await
+            .map_err(|e| TransportError::of_credentials(&config.credentials, e))?;
+    }
+    options
+        .connect(config.urls.clone())
+        .await
+        .map_err(|e| TransportError::of_connect(&config.urls, e))
+}
+
+fn down_stream(config: &Config) -> stream::Config {
+    stream::Config {
+        name: config.down_stream.clone(),
+        subjects: vec![config.subjects.every_down()],
+        storage: stream::StorageType::File,
+        // A message leaves the stream once its replica acknowledged it.
+        retention: stream::RetentionPolicy::WorkQueue,
+        max_messages_per_subject: config.outbox_messages,
+        discard: stream::DiscardPolicy::Old,
+        num_replicas: config.stream_replicas,
+        duplicate_window: DUPLICATE_WINDOW,
+        ..Default::default()
+    }
+}
+
+fn up_stream(config: &Config) -> stream::Config {
+    stream::Config {
+        name: config.up_stream.clone(),
+        subjects: vec![config.subjects.every_up()],
+        storage: stream::StorageType::File,
+        retention: stream::RetentionPolicy::WorkQueue,
+        num_replicas: config.stream_replicas,
+        duplicate_window: DUPLICATE_WINDOW,
+        ..Default::default()
+    }
+}
+
+fn device_consumer(config: &Config, replica: Uuid) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(subjects::consumer_name(replica)),
+        filter_subject: config.subjects.down(replica),
+        ack_policy: consumer::AckPolicy::Explicit,
+        deliver_policy: consumer::DeliverPolicy::All,
+        max_ack_pending: 1,
+        ack_wait: DEVICE_ACK_WAIT,
+        ..Default::default()
+    }
+}
+
+fn up_consumer(config: &Config) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(subjects::UP_CONSUMER.to_owned()),
+        filter_subject: config.subjects.every_up(),
+        ack_policy: consumer::AckPolicy::Explicit,
+        deliver_policy: consumer::DeliverPolicy::All,
+        max_ack_pending: UPS_IN_FLIGHT,
+        ack_wait: DEVICE_ACK_WAIT,
+        ..Default::default()
+    }
+}
