@@ -313,3 +313,86 @@ fn a_database_that_does_not_exist_is_named_in_the_log_with_its_setting() {
             && log.contains("database \"nowhere\" does not exist")
     });
 }
+
+fn alarms_of(pg: &mut Client, register: Uuid) -> Vec<String> {
+    pg.query(
+        "SELECT what FROM sync.alarms WHERE replica = $1 ORDER BY id",
+        &[&register],
+    )
+    .unwrap()
+    .iter()
+    .map(|row| row.get(0))
+    .collect()
+}
+
+#[test]
+fn a_register_away_until_its_outbox_passes_its_bound_is_provisioned_again_with_an_alarm() {
+    let mut shop = Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=1",
+        "magic_sync.outbox_messages=3",
+    ]);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    add_product(&mut shop, "Tea", 250);
+    deliver_when_relayed(&mut shop, &mut register);
+
+    // Away: each change is a message of its own, until the fifth passes
+    // the bound of three.
+    for price in 1..=5 {
+        shop.run(&format!(
+            "UPDATE shop.products SET price_cents = {price}, updated_at = now() WHERE name = 'Tea'"
+        ));
+        wait_until("the change to be relayed", || {
+            waiting_for(&mut shop.pg, a) >= price.min(4)
+                || !alarms_of(&mut shop.pg, a).is_empty()
+        });
+    }
+    wait_until("the alarm", || !alarms_of(&mut shop.pg, a).is_empty());
+    let alarms = alarms_of(&mut shop.pg, a);
+    assert!(alarms[0].contains("magic_sync.outbox_messages"), "{alarms:?}");
+    // What waits now is a snapshot of what it should hold, not the changes.
+    wait_until("the snapshot", || {
+        let begins: Option<i64> = shop
+            .pg
+            .query_one(
+                "SELECT min(position) FROM sync.outbox o JOIN sync.replicas r ON r.id = o.replica \
+                 WHERE o.replica = $1 AND o.position = r.snapshot_sequence",
+                &[&a],
+            )
+            .unwrap()
+            .get(0);
+        begins.is_some() && waiting_for(&mut shop.pg, a) <= 2
+    });
+    deliver_when_relayed(&mut shop, &mut register);
+    assert_eq!(held_by(&register)[0].2, 5);
+}
+
+#[test]
+fn messages_a_register_never_confirmed_are_sent_again_after_unconfirmed_after() {
+    let mut shop = Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=1",
+        "magic_sync.unconfirmed_after=2",
+    ]);
+    wait_until("the relay worker", || worker_pid(&mut shop.pg).is_some());
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    add_product(&mut shop, "Tea", 250);
+    deliver_when_relayed(&mut shop, &mut register);
+
+    // The transport loses the change: it is taken from the queue and never
+    // reaches the register, which says nothing.
+    shop.run("UPDATE shop.products SET price_cents = 300, updated_at = now() WHERE name = 'Tea'");
+    wait_until("the change to be relayed", || waiting_for(&mut shop.pg, a) > 0);
+    let (id, _lost) = next(&mut shop.pg, &register).unwrap();
+    assert!(ack(&mut shop.pg, &register, &id));
+
+    wait_until("the alarm", || !alarms_of(&mut shop.pg, a).is_empty());
+    assert!(alarms_of(&mut shop.pg, a)[0].contains("magic_sync.unconfirmed_after"));
+    deliver_when_relayed(&mut shop, &mut register);
+    assert_eq!(held_by(&register)[0].2, 300);
+}

@@ -52,7 +52,8 @@ const FLUSH_CACHES_EVERY: u32 = 256;
 /// Every how often the worker logs what waits for someone, if anything.
 const REPORT_EVERY: Duration = Duration::from_secs(300);
 
-/// Every how often the worker checks what went out (sql/publish.sql).
+/// Every how often the worker checks what went out (sql/publish.sql), at
+/// most: every `magic_sync.idle` when that is shorter.
 const CHECK_EVERY: Duration = Duration::from_secs(10);
 
 const OUTBOX_CHECKS: &str = "SELECT sync_internal.outbox_checks($1, $2, $3)";
@@ -344,7 +345,8 @@ impl Worker {
     /// bound, messages left unconfirmed. Answers whether a replica is to be
     /// provisioned again for them (a pass is due at once).
     fn check_if_due(&mut self) -> bool {
-        if self.said_missing || self.checked_at.elapsed() < CHECK_EVERY {
+        let every = CHECK_EVERY.min(Duration::from_secs(settings::IDLE.get().max(1) as u64));
+        if self.said_missing || self.checked_at.elapsed() < every {
             return false;
         }
         self.checked_at = Instant::now();
