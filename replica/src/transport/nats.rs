@@ -10,6 +10,31 @@
 //! at the server (`fetch_expiry`); a stop or a poke cuts it short, and the
 //! pull stays in flight for the next wait, so a message on its way is
 //! never dropped.
+//!
+//! ```no_run
+//! use magic_sync_replica::transport::nats::{Credentials, Nats, NatsSettings};
+//! use magic_sync_replica::transport::{run, Control, Options};
+//! use magic_sync_replica::{Error, Replica};
+//!
+//! fn device(mut replica: Replica) -> Result<(), Error> {
+//!     let mut settings = NatsSettings::new("nats://nats.head-office:4222");
+//!     settings.credentials = Credentials::File("/etc/register/nats.creds".into());
+//!     let mut nats = Nats::new(settings, &replica)?;
+//!     let control = Control::new();
+//!     let steering = control.clone();
+//!     let looping = std::thread::spawn(move || {
+//!         run(&mut replica, &mut nats, &Options::default(), &steering, |status| {
+//!             println!("{status}")
+//!         });
+//!     });
+//!     // ... rows written through another connection, then:
+//!     control.poke();
+//!     // ... and at the end:
+//!     control.stop();
+//!     looping.join().unwrap();
+//!     Ok(())
+//! }
+//! ```
 
 use std::path::PathBuf;
 use std::sync::Arc;

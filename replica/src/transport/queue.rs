@@ -123,6 +123,25 @@ pub fn channel(replica: Uuid) -> String {
 /// TLS: `Queue::new` connects without (through a gateway, a tunnel or a
 /// local socket); `Queue::with_tls` takes any of the postgres crate's TLS
 /// connectors.
+///
+/// ```no_run
+/// use magic_sync_replica::transport::{queue::Queue, run, Control, Options};
+/// use magic_sync_replica::Replica;
+///
+/// fn device(mut replica: Replica) {
+///     let config = "host=head-office dbname=shop user=register".parse().unwrap();
+///     let control = Control::new();
+///     let steering = control.clone();
+///     let looping = std::thread::spawn(move || {
+///         let mut queue = Queue::new(config, replica.me());
+///         run(&mut replica, &mut queue, &Options::default(), &steering, |status| {
+///             println!("{status}")
+///         });
+///     });
+///     control.stop();
+///     looping.join().unwrap();
+/// }
+/// ```
 pub struct Queue<T = NoTls> {
     config: Config,
     tls: T,
