@@ -40,6 +40,18 @@ pub enum Error {
     /// The engine's own tables are missing or belong to another build.
     #[error("the engine's tables: {0}")]
     Schema(String),
+
+    /// The transport failed for now — the network's fault, or its server
+    /// is away, busy or restarting. Nothing was lost: what it did not take
+    /// is asked again after a pause.
+    #[error("the transport, for now: {0}")]
+    TransportDown(String),
+
+    /// The transport refused for good what it was asked — a permission, a
+    /// size limit, a setting it does not take. Asked again the same way,
+    /// it refuses again, until its setup (or the device's) changes.
+    #[error("the transport refused it: {0}")]
+    TransportRefused(String),
 }
 
 impl Error {

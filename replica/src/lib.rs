@@ -41,7 +41,11 @@
 //!   refused; `outcome`: what became of each row;
 //! - `upload/`: the `Up` (`upload/mod.rs`); `digest`: fingerprints;
 //!   `backlog`: what waits;
-//! - `queue` (feature `pg-queue`): the client of the server's queue.
+//! - `transport/`: moving the bytes — `device_loop`: the blocking loop a
+//!   device program runs (take, apply, acknowledge, send up, wait,
+//!   reconnect); `control`: stopping and poking it; `queue` (feature
+//!   `pg-queue`): the server's queue; `nats_subjects`: the NATS
+//!   conventions; `nats` (feature `nats`): the JetStream client.
 
 pub use magic_sync_proto as proto;
 
@@ -49,11 +53,14 @@ mod engine;
 mod error;
 mod message;
 mod model;
-#[cfg(feature = "pg-queue")]
-pub mod queue;
 mod receive;
 mod sql;
+pub mod transport;
 mod upload;
+
+/// The server's queue, where it always was.
+#[cfg(feature = "pg-queue")]
+pub use transport::queue;
 
 pub use engine::schema::{install, SCHEMA_VERSION};
 pub use engine::triggers::{check as check_triggers, triggers};

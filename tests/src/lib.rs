@@ -1,9 +1,11 @@
 //! What magic_sync's end-to-end tests, benchmarks and the shop demo run on:
-//! a throwaway PostgreSQL cluster with the extension installed. (The default
-//! transport's client is the replica library's, feature `pg-queue`.)
+//! a throwaway PostgreSQL cluster with the extension installed, and a
+//! throwaway nats-server. (The transports' clients are the replica
+//! library's, features `pg-queue` and `nats`.)
 
 pub mod args;
 pub mod cluster;
+pub mod nats;
 pub mod relaying;
 
 /// The benchmarks' shop: registers, and products sent to every live one.

@@ -103,7 +103,12 @@ pub struct Shop {
 
 impl Shop {
     pub fn open() -> Shop {
-        let cluster = Cluster::start();
+        Shop::open_with(&[])
+    }
+
+    /// The shop on a cluster started with these settings (`name=value`).
+    pub fn open_with(settings: &[&str]) -> Shop {
+        let cluster = Cluster::start_with(settings);
         let mut pg = cluster.database_with_extension("shop");
         pg.batch_execute(SERVER_SCHEMA).expect("the shop's schema");
         Shop {

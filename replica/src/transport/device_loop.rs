@@ -1,0 +1,322 @@
+//! The device's loop, whatever the transport: a device program runs it in a
+//! thread of its own, and it runs until asked to stop.
+//!
+//! Each turn it takes what waits, one message at a time: applies it
+//! (`Replica::receive`) and acknowledges it only once that returned `Ok` —
+//! committed, or changing nothing (protocol §5.1). A message the replica
+//! could not take (a later protocol, its storage failed) is left
+//! unacknowledged, and the messages behind it wait with it; the loop tries
+//! it again after a pause that doubles each time. Then it sends every Up
+//! of every lane (`Replica::next_up` until there is none), `sent` once the
+//! transport took one, `refused` when it would not. Having sent something
+//! it takes again before waiting, since the answer may be waiting already
+//! (the queue's `Filed` is). Otherwise it waits for news: a message, a
+//! poke (the program wrote rows), or `poll_every` passing, in case the
+//! transport missed telling.
+//!
+//! A transport failure ends the turn: the loop reports it, pauses (100 ms,
+//! doubling to 30 s) and connects again. Nothing is lost meanwhile: a
+//! message not acknowledged comes again, and an Up not taken is built again.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use super::backoff::Backoff;
+use super::{Control, Transport};
+use crate::{Error, Narrowed, Received, Refusal, Replica, TableBacklog};
+
+/// How the loop paces itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The longest it waits for news before it asks the transport anyway,
+    /// in case a notification went missing.
+    pub poll_every: Duration,
+    /// The first pause after a failure; each further failure doubles it...
+    pub first_pause: Duration,
+    /// ...up to this.
+    pub longest_pause: Duration,
+    /// With a transport whose wait cannot be cut short, the longest one
+    /// wait lasts: how soon a stop or a poke is noticed.
+    pub slice: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            poll_every: Duration::from_secs(30),
+            first_pause: Duration::from_millis(100),
+            longest_pause: Duration::from_secs(30),
+            slice: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What the loop is doing, as it happens.
+#[derive(Debug)]
+pub enum Status {
+    /// Connected to the transport (again).
+    Connected,
+    /// A message taken, committed (or changing nothing) and acknowledged.
+    Applied(Received),
+    /// A message the replica could not take: left unacknowledged, and
+    /// tried again in `retry_in`. `Error::LaterProtocol` waits for a build
+    /// that speaks it.
+    Unapplied { error: Error, retry_in: Duration },
+    /// The transport took an Up of `lane`; `upload` is its upload number,
+    /// when it carries rows.
+    Sent { lane: String, upload: Option<u64> },
+    /// The transport refused an Up for good: what the replica made of it.
+    UpRefused {
+        lane: String,
+        error: Error,
+        narrowed: Narrowed,
+    },
+    /// Nothing to take or send: waiting for news. `backlog`: per table
+    /// that goes up, what waits to go, or to be filed.
+    Waiting { backlog: Vec<TableBacklog> },
+    /// The transport failed: connecting again in `retry_in`.
+    Disconnected { error: Error, retry_in: Duration },
+    /// The replica's own database failed outside a message (building an
+    /// Up, recording it sent): tried again in `retry_in`.
+    Failed { error: Error, retry_in: Duration },
+    /// Stopped, as asked.
+    Stopped,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Connected => write!(f, "connected"),
+            Status::Applied(received) => write!(f, "applied: {received:?}"),
+            Status::Unapplied { error, retry_in } => {
+                write!(
+                    f,
+                    "a message left unacknowledged ({error}); again in {retry_in:?}"
+                )
+            }
+            Status::Sent { lane, upload } => match upload {
+                Some(n) => write!(f, "sent upload {n} on lane {lane}"),
+                None => write!(f, "sent an Up on lane {lane}"),
+            },
+            Status::UpRefused {
+                lane,
+                error,
+                narrowed,
+            } => write!(f, "an Up of lane {lane} refused ({error}): {narrowed:?}"),
+            Status::Waiting { backlog } => {
+                let unsent: u64 = backlog.iter().map(|t| t.unsent).sum();
+                let unfiled: u64 = backlog.iter().map(|t| t.unfiled).sum();
+                write!(f, "waiting ({unsent} rows to send, {unfiled} to be filed)")
+            }
+            Status::Disconnected { error, retry_in } => {
+                write!(f, "disconnected ({error}); again in {retry_in:?}")
+            }
+            Status::Failed { error, retry_in } => write!(f, "{error}; again in {retry_in:?}"),
+            Status::Stopped => write!(f, "stopped"),
+        }
+    }
+}
+
+/// Runs the loop until `control` asks it to stop, reporting what it does
+/// to `report` (from this thread). A device program runs it in a thread of
+/// its own, and writes its rows through another connection to the same
+/// database, poking `control` after each write.
+pub fn run<T: Transport + ?Sized>(
+    replica: &mut Replica,
+    transport: &mut T,
+    options: &Options,
+    control: &Control,
+    report: impl FnMut(Status),
+) {
+    let waker = transport.waker();
+    let interruptible = waker.is_some();
+    control.set_waker(waker);
+    let mut looping = Looping {
+        replica,
+        transport,
+        options,
+        control,
+        report,
+        interruptible,
+        connected: false,
+        pauses: Backoff::new(options.first_pause, options.longest_pause),
+        holds: Backoff::new(options.first_pause, options.longest_pause),
+        held_until: None,
+    };
+    while !control.is_stopping() {
+        match looping.turn() {
+            Ok(()) => looping.pauses.reset(),
+            Err(fault) => looping.pause_after(fault),
+        }
+    }
+    control.set_waker(None);
+    (looping.report)(Status::Stopped);
+}
+
+/// Whose failure ended a turn.
+enum Fault {
+    Transport(Error),
+    Replica(Error),
+}
+
+struct Looping<'a, T: ?Sized, R> {
+    replica: &'a mut Replica,
+    transport: &'a mut T,
+    options: &'a Options,
+    control: &'a Control,
+    report: R,
+    interruptible: bool,
+    connected: bool,
+    /// Pauses after failures of the transport or of the replica.
+    pauses: Backoff,
+    /// Pauses before a message the replica could not take is tried again.
+    holds: Backoff,
+    /// Until when messages are left where they are (one could not be
+    /// taken); Ups still go meanwhile.
+    held_until: Option<Instant>,
+}
+
+impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
+    fn turn(&mut self) -> Result<(), Fault> {
+        if !self.connected {
+            self.transport.connect().map_err(Fault::Transport)?;
+            self.connected = true;
+            (self.report)(Status::Connected);
+        }
+        self.deliver()?;
+        if !self.send_ups()? {
+            self.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Takes, applies and acknowledges what waits, in order, until nothing
+    /// does or a message cannot be taken.
+    fn deliver(&mut self) -> Result<(), Fault> {
+        if let Some(until) = self.held_until {
+            if Instant::now() < until {
+                return Ok(());
+            }
+            self.held_until = None;
+        }
+        while !self.control.is_stopping() {
+            let Some(delivery) = self.transport.next().map_err(Fault::Transport)? else {
+                return Ok(());
+            };
+            match self.replica.receive(&delivery.bytes) {
+                Ok(received) => {
+                    // Committed (or it changed nothing): only now may the
+                    // transport let it go. Lost, this acknowledgement costs
+                    // a redelivery, which changes nothing.
+                    self.transport
+                        .ack(delivery.handle)
+                        .map_err(Fault::Transport)?;
+                    self.holds.reset();
+                    (self.report)(Status::Applied(received));
+                }
+                Err(error) => {
+                    let retry_in = self.holds.pause();
+                    self.held_until = Some(Instant::now() + retry_in);
+                    self.transport
+                        .hold(delivery.handle, retry_in)
+                        .map_err(Fault::Transport)?;
+                    (self.report)(Status::Unapplied { error, retry_in });
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends every Up the replica has, of every lane; answers whether it
+    /// sent any.
+    fn send_ups(&mut self) -> Result<bool, Fault> {
+        // What was written before now goes in this turn.
+        self.control.take_poke();
+        let mut sent = false;
+        while !self.control.is_stopping() {
+            let Some(up) = self.replica.next_up().map_err(Fault::Replica)? else {
+                break;
+            };
+            match self.transport.send(&up) {
+                Ok(()) => {
+                    self.replica.sent(&up).map_err(Fault::Replica)?;
+                    sent = true;
+                    (self.report)(Status::Sent {
+                        lane: up.lane.clone(),
+                        upload: up.number(),
+                    });
+                }
+                Err(Error::TransportRefused(why)) => {
+                    let narrowed = self
+                        .replica
+                        .refused(&up, Refusal::ForGood)
+                        .map_err(Fault::Replica)?;
+                    if narrowed == Narrowed::Stuck {
+                        // It may refuse every message: pause, as after any
+                        // failure, and ask again.
+                        return Err(Fault::Transport(Error::TransportRefused(why)));
+                    }
+                    (self.report)(Status::UpRefused {
+                        lane: up.lane.clone(),
+                        error: Error::TransportRefused(why),
+                        narrowed,
+                    });
+                }
+                Err(error) => {
+                    self.replica
+                        .refused(&up, Refusal::Transient)
+                        .map_err(Fault::Replica)?;
+                    return Err(Fault::Transport(error));
+                }
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Waits for news: a message, a poke, a stop, or `poll_every` passing
+    /// (or the end of a hold).
+    fn wait(&mut self) -> Result<(), Fault> {
+        let backlog = self.replica.progress().map_err(Fault::Replica)?;
+        (self.report)(Status::Waiting { backlog });
+        let mut until = Instant::now() + self.options.poll_every;
+        if let Some(held) = self.held_until {
+            until = until.min(held);
+        }
+        loop {
+            if self.control.is_stopping() || self.control.take_poke() {
+                return Ok(());
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            if self.held_until.is_some() {
+                // Messages are left alone until then: only a poke (rows to
+                // send) or a stop ends this wait early.
+                self.control.sleep(left, true);
+                continue;
+            }
+            let slice = if self.interruptible {
+                left
+            } else {
+                left.min(self.options.slice)
+            };
+            if self.transport.wait(slice).map_err(Fault::Transport)? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn pause_after(&mut self, fault: Fault) {
+        let retry_in = self.pauses.pause();
+        match fault {
+            Fault::Transport(error) => {
+                self.connected = false;
+                (self.report)(Status::Disconnected { error, retry_in });
+            }
+            Fault::Replica(error) => (self.report)(Status::Failed { error, retry_in }),
+        }
+        self.control.sleep(retry_in, false);
+    }
+}

@@ -1,0 +1,258 @@
+//! A client of the server's default transport, a queue in its database
+//! (feature `pg-queue`): `sync.next(replica)` answers the next message and
+//! its id (it stays until acknowledged), `sync.ack(replica, id)` releases
+//! it, and `sync.receive(replica, bytes)` files an Up.
+//!
+//! A message is acknowledged only after `receive` returned `Ok`: then it is
+//! committed, or changed nothing. One of a later protocol is left
+//! unacknowledged, and delivering stops there until the replica is updated.
+//!
+//! Two ways to use it: the functions below, one call each, for a program
+//! that runs its own loop; or [`Queue`], the device loop's client, which
+//! keeps a connection, LISTENs on the replica's channel and reconnects.
+
+use std::time::Duration;
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::tls::{MakeTlsConnect, TlsConnect};
+use postgres::{Client, Config, NoTls, Socket};
+use uuid::Uuid;
+
+use super::{Delivery, Transport, Waker};
+use crate::{Error, Received, Replica, Upload};
+
+/// What went wrong talking to the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The server's database (or the way to it) failed: ask again later.
+    #[error("the queue: {0}")]
+    Postgres(#[from] postgres::Error),
+    /// The replica could not take a message (its storage failed, or the
+    /// message speaks a later protocol): it stays in the queue.
+    #[error("the replica: {0}")]
+    Replica(#[from] Error),
+}
+
+/// The next message for the replica, and its id in the queue.
+pub fn next(pg: &mut Client, replica: &Replica) -> Result<Option<(String, Vec<u8>)>, QueueError> {
+    Ok(take(pg, replica.me())?)
+}
+
+/// Releases the message `id`: answers whether the queue held it.
+pub fn ack(pg: &mut Client, replica: &Replica, id: &str) -> Result<bool, QueueError> {
+    Ok(release(pg, replica.me(), id)?)
+}
+
+fn take(pg: &mut Client, me: Uuid) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
+    Ok(pg
+        .query_opt("SELECT id, message FROM sync.next($1)", &[&me])?
+        .map(|row| (row.get(0), row.get(1))))
+}
+
+fn release(pg: &mut Client, me: Uuid, id: &str) -> Result<bool, postgres::Error> {
+    Ok(pg.query_one("SELECT sync.ack($1, $2)", &[&me, &id])?.get(0))
+}
+
+/// Files an Up: answers the server's verdict, as its text.
+fn file(pg: &mut Client, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
+    Ok(pg
+        .query_one("SELECT sync.receive($1, $2)::text", &[&me, &bytes])?
+        .get(0))
+}
+
+/// Takes, applies and acknowledges every message waiting for the replica,
+/// in order, and answers what the replica made of each. Stops without
+/// acknowledging at a message of a later protocol (an error) or when the
+/// replica's storage fails (an error: the message comes again).
+pub fn deliver(pg: &mut Client, replica: &mut Replica) -> Result<Vec<Received>, QueueError> {
+    let mut received = Vec::new();
+    while let Some((id, message)) = next(pg, replica)? {
+        let answer = replica.receive(&message)?;
+        // Lost, the acknowledgement is harmless: the message comes again,
+        // and changes nothing the second time.
+        ack(pg, replica, &id)?;
+        received.push(answer);
+    }
+    Ok(received)
+}
+
+/// Sends up everything the replica has to say, each Up filed by
+/// `sync.receive`, and answers what the server made of each. An Up the
+/// server's function refuses stays unsent and is built again next time.
+pub fn report(
+    pg: &mut Client,
+    replica: &mut Replica,
+) -> Result<Vec<serde_json::Value>, QueueError> {
+    let mut verdicts = Vec::new();
+    while let Some(up) = replica.next_up()? {
+        let verdict: String = match file(pg, replica.me(), &up.bytes) {
+            Ok(verdict) => verdict,
+            Err(e) => {
+                replica.refused(&up, crate::Refusal::Transient)?;
+                return Err(e.into());
+            }
+        };
+        replica.sent(&up)?;
+        verdicts.push(serde_json::from_str(&verdict).unwrap_or(serde_json::Value::String(verdict)));
+    }
+    Ok(verdicts)
+}
+
+/// One turn of a device's loop: take and apply what waits, then say what
+/// there is to say.
+pub fn run_once(
+    pg: &mut Client,
+    replica: &mut Replica,
+) -> Result<(Vec<Received>, Vec<serde_json::Value>), QueueError> {
+    let received = deliver(pg, replica)?;
+    let verdicts = report(pg, replica)?;
+    Ok((received, verdicts))
+}
+
+/// The channel the server notifies when messages wait for `replica`
+/// (`pg_notify('magic_sync:' || replica, '')`, as a relay pass commits).
+pub fn channel(replica: Uuid) -> String {
+    format!("magic_sync:{}", replica.hyphenated())
+}
+
+/// The device loop's client of the queue: one connection, LISTENing on the
+/// replica's channel, so a pass that wrote its messages wakes it; the loop
+/// asks anyway every `Options::poll_every`, in case a notification went
+/// missing (the connection was down when it was sent).
+///
+/// TLS: `Queue::new` connects without (through a gateway, a tunnel or a
+/// local socket); `Queue::with_tls` takes any of the postgres crate's TLS
+/// connectors.
+///
+/// ```no_run
+/// use magic_sync_replica::transport::{queue::Queue, run, Control, Options};
+/// use magic_sync_replica::Replica;
+///
+/// fn device(mut replica: Replica) {
+///     let config = "host=head-office dbname=shop user=register".parse().unwrap();
+///     let control = Control::new();
+///     let steering = control.clone();
+///     let looping = std::thread::spawn(move || {
+///         let mut queue = Queue::new(config, replica.me());
+///         run(&mut replica, &mut queue, &Options::default(), &steering, |status| {
+///             println!("{status}")
+///         });
+///     });
+///     control.stop();
+///     looping.join().unwrap();
+/// }
+/// ```
+pub struct Queue<T = NoTls> {
+    config: Config,
+    tls: T,
+    me: Uuid,
+    pg: Option<Client>,
+}
+
+impl Queue<NoTls> {
+    /// A client for replica `me`, connecting as `config` says. The
+    /// connection is named after the replica unless `config` names it.
+    pub fn new(config: Config, me: Uuid) -> Queue<NoTls> {
+        Queue::with_tls(config, NoTls, me)
+    }
+}
+
+impl<T> Queue<T>
+where
+    T: MakeTlsConnect<Socket> + Clone + Send + 'static,
+    T::TlsConnect: Send,
+    T::Stream: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    pub fn with_tls(mut config: Config, tls: T, me: Uuid) -> Queue<T> {
+        if config.get_application_name().is_none() {
+            config.application_name(&format!("magic_sync replica {me}"));
+        }
+        Queue {
+            config,
+            tls,
+            me,
+            pg: None,
+        }
+    }
+
+    fn pg(&mut self) -> Result<&mut Client, Error> {
+        self.pg
+            .as_mut()
+            .ok_or_else(|| Error::TransportDown("not connected to the server's queue".to_owned()))
+    }
+}
+
+impl<T> Transport for Queue<T>
+where
+    T: MakeTlsConnect<Socket> + Clone + Send + 'static,
+    T::TlsConnect: Send,
+    T::Stream: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    /// The message's id in the queue.
+    type Handle = String;
+
+    fn connect(&mut self) -> Result<(), Error> {
+        self.pg = None;
+        let mut pg = self.config.connect(self.tls.clone()).map_err(failure)?;
+        // The channel's name has a colon: quoted, as an identifier.
+        let listen = format!("LISTEN \"{}\"", channel(self.me));
+        pg.batch_execute(&listen).map_err(failure)?;
+        self.pg = Some(pg);
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Option<Delivery<String>>, Error> {
+        let me = self.me;
+        let taken = take(self.pg()?, me).map_err(failure)?;
+        Ok(taken.map(|(handle, bytes)| Delivery { handle, bytes }))
+    }
+
+    fn ack(&mut self, handle: String) -> Result<(), Error> {
+        let me = self.me;
+        // `false`: the queue no longer held it (acknowledged before, the
+        // acknowledgement's answer lost). Either way it is gone.
+        release(self.pg()?, me, &handle).map_err(failure)?;
+        Ok(())
+    }
+
+    fn send(&mut self, up: &Upload) -> Result<(), Error> {
+        let me = self.me;
+        let verdict = file(self.pg()?, me, &up.bytes).map_err(failure)?;
+        log::debug!("the server filed an Up of lane {}: {verdict}", up.lane);
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool, Error> {
+        let mut notifications = self.pg()?.notifications();
+        let news = notifications
+            .timeout_iter(timeout)
+            .next()
+            .map_err(failure)?;
+        Ok(news.is_some())
+    }
+
+    /// None: the postgres crate's wait cannot be cut short from another
+    /// thread, so the loop waits in slices.
+    fn waker(&self) -> Option<Waker> {
+        None
+    }
+}
+
+/// Whose fault a failure of the server's database is, by its SQLSTATE's
+/// class: the connection, a conflict, the server short of resources or
+/// shutting down, a standby, a lock — transient; anything else (a
+/// permission, bytes it will not take) is a refusal for good. A failure
+/// with no SQLSTATE is the connection's.
+fn failure(error: postgres::Error) -> Error {
+    let Some(code) = error.code() else {
+        return Error::TransportDown(error.to_string());
+    };
+    const TRANSIENT: [&str; 7] = ["08", "25", "40", "53", "55", "57", "58"];
+    if TRANSIENT.contains(&&code.code()[..2]) {
+        Error::TransportDown(error.to_string())
+    } else {
+        Error::TransportRefused(error.to_string())
+    }
+}

@@ -1,0 +1,274 @@
+//! A throwaway nats-server with JetStream: its store in a scratch
+//! directory, on a free loopback port, killed when dropped. It can be
+//! stopped and started again on the same port and store, as a server
+//! restarted is. And the server half's part of the NATS conventions
+//! (`magic_sync_replica::transport::nats_subjects`) for tests that play
+//! it: the two streams, a replica's consumer, and the accounts config the
+//! book shows (docs/src/nats/).
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use magic_sync_replica::transport::nats_subjects as subjects;
+use tempfile::TempDir;
+use uuid::Uuid;
+
+/// The account the book shows, and one device's user in it.
+pub const ACCOUNTS_TEMPLATE: &str = include_str!("../../docs/src/nats/accounts.conf");
+pub const DEVICE_TEMPLATE: &str = include_str!("../../docs/src/nats/device.conf");
+
+/// The server half's user in the accounts config.
+pub const SERVER_USER: &str = "magic_sync";
+
+pub struct NatsServer {
+    dir: TempDir,
+    port: u16,
+    config: Option<PathBuf>,
+    child: Option<Child>,
+    starts: u32,
+}
+
+/// Starts a nats-server with JetStream, and no accounts.
+pub fn start() -> NatsServer {
+    NatsServer::start(None)
+}
+
+/// Starts a nats-server with JetStream and this config file's text.
+pub fn start_with_config(config: &str) -> NatsServer {
+    NatsServer::start(Some(config))
+}
+
+fn binary() -> PathBuf {
+    let installed = Path::new("/usr/sbin/nats-server");
+    if installed.exists() {
+        installed.to_owned()
+    } else {
+        PathBuf::from("nats-server")
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl NatsServer {
+    fn start(config: Option<&str>) -> NatsServer {
+        let dir = tempfile::Builder::new()
+            .prefix("magic_sync-nats-")
+            .tempdir()
+            .expect("a scratch directory");
+        let config = config.map(|text| {
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, text).expect("writes the config");
+            path
+        });
+        let mut server = NatsServer {
+            dir,
+            port: free_port(),
+            config,
+            child: None,
+            starts: 0,
+        };
+        server.spawn();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join(format!("log-{}.txt", self.starts))
+    }
+
+    /// Stops the server as its operator would (SIGTERM), and waits for it.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let began = Instant::now();
+        while child.try_wait().ok().flatten().is_none() {
+            if began.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.wait();
+    }
+
+    /// Stops the server, and starts it again on the same port and store.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let mut command = Command::new(binary());
+        command
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(self.store_dir())
+            .arg("-l")
+            .arg(self.log_path())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.log_path()).expect("a log file"));
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command.spawn().unwrap_or_else(|e| {
+            panic!("cannot run nats-server (scripts/setup.sh installs it): {e}")
+        });
+        self.child = Some(child);
+        self.wait_until_ready();
+    }
+
+    /// Until it says it is ready (JetStream too) and takes connections.
+    fn wait_until_ready(&mut self) {
+        let began = Instant::now();
+        loop {
+            let ready = std::fs::read_to_string(self.log_path())
+                .is_ok_and(|log| log.contains("Server is ready"));
+            if ready && TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("nats-server exited ({status}):\n{}", self.log());
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "nats-server did not become ready:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What the server logged since it last started.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            eprintln!("--- nats-server's log, last lines ---");
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The accounts config of the book (docs/src/nats/), with the server half's
+/// password and a user for each device: (replica, password).
+pub fn accounts_config(server_password: &str, devices: &[(Uuid, &str)]) -> String {
+    let users: String = devices
+        .iter()
+        .map(|(replica, password)| {
+            DEVICE_TEMPLATE
+                .replace("REPLICA_ID", &replica.hyphenated().to_string())
+                .replace("DEVICE_PASSWORD", password)
+        })
+        .collect();
+    ACCOUNTS_TEMPLATE
+        .replace("SERVER_PASSWORD", server_password)
+        .replace("      # DEVICES\n", &users)
+}
+
+/// The server half's streams: down (file storage, workqueue retention)
+/// and up, with the default prefix.
+pub async fn create_streams(js: &jetstream::Context) {
+    let prefix = subjects::DEFAULT_PREFIX;
+    js.create_stream(stream::Config {
+        name: subjects::DOWN_STREAM.to_owned(),
+        subjects: vec![subjects::down_stream_subjects(prefix)],
+        storage: stream::StorageType::File,
+        retention: stream::RetentionPolicy::WorkQueue,
+        ..Default::default()
+    })
+    .await
+    .expect("creates the down stream");
+    js.create_stream(stream::Config {
+        name: subjects::UP_STREAM.to_owned(),
+        subjects: vec![subjects::up_stream_subjects(prefix)],
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .expect("creates the up stream");
+}
+
+/// The config of a replica's durable pull consumer on the down stream.
+pub fn consumer_config(replica: Uuid) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(subjects::consumer_name(replica)),
+        filter_subject: subjects::down_subject(subjects::DEFAULT_PREFIX, replica),
+        ack_policy: consumer::AckPolicy::Explicit,
+        max_ack_pending: subjects::MAX_ACK_PENDING,
+        deliver_policy: consumer::DeliverPolicy::All,
+        ack_wait: subjects::ACK_WAIT,
+        ..Default::default()
+    }
+}
+
+/// Creates a replica's consumer, as the server half does before it sends
+/// the replica anything.
+pub async fn create_consumer(js: &jetstream::Context, replica: Uuid) -> consumer::PullConsumer {
+    js.get_stream(subjects::DOWN_STREAM)
+        .await
+        .expect("the down stream")
+        .create_consumer(consumer_config(replica))
+        .await
+        .expect("creates the replica's consumer")
+}
+
+/// Publishes a message down to a replica, under its outbox id, as the
+/// server half does; waits for the stream to store it.
+pub async fn publish_down(js: &jetstream::Context, replica: Uuid, outbox_id: &str, bytes: Vec<u8>) {
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(subjects::MSG_ID, outbox_id);
+    js.publish_with_headers(
+        subjects::down_subject(subjects::DEFAULT_PREFIX, replica),
+        headers,
+        bytes.into(),
+    )
+    .await
+    .expect("publishes down")
+    .await
+    .expect("the down stream stores it");
+}

@@ -1,0 +1,147 @@
+//! The device loop over the server's queue, against a real PostgreSQL with
+//! the extension and its relay worker: the loop LISTENs on the replica's
+//! channel, so a change on the server reaches the register with no polling,
+//! and it connects again after losing the server, sending what was written
+//! meanwhile.
+
+mod common;
+#[path = "common/device.rs"]
+mod device;
+#[path = "common/filing_shop.rs"]
+mod shop;
+
+use std::path::Path;
+use std::time::Duration;
+
+use device::{Device, PATIENCE};
+use magic_sync_replica::transport::queue::Queue;
+use magic_sync_replica::transport::{Options, Status};
+use rusqlite::Connection;
+use shop::Shop;
+use uuid::Uuid;
+
+/// The filing shop with a relay worker that idles an hour: what relays a
+/// change is the commit that noted it, waking the worker.
+fn shop_with_worker() -> Shop {
+    Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=3600",
+    ])
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let began = std::time::Instant::now();
+    while !done() {
+        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The products' names a register holds, sorted.
+fn names_held(file: &Path) -> Vec<String> {
+    let conn = Connection::open(file).unwrap();
+    let mut names: Vec<String> = conn
+        .prepare("SELECT name FROM products")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    names.sort();
+    names
+}
+
+fn unfiled(file: &Path) -> i64 {
+    Connection::open(file)
+        .unwrap()
+        .query_row("SELECT count(*) FROM sync_notes", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// The register's program writes a receipt through a connection of its own.
+fn sell(file: &Path, me: Uuid, total: i64) -> Uuid {
+    let conn = Connection::open(file).unwrap();
+    conn.execute_batch("PRAGMA recursive_triggers = ON")
+        .unwrap();
+    let id = Uuid::new_v4();
+    conn.execute(
+        "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
+         VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
+        rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
+    )
+    .unwrap();
+    id
+}
+
+fn carries_rows(status: &Status) -> bool {
+    matches!(
+        status,
+        Status::Sent {
+            upload: Some(_),
+            ..
+        }
+    )
+}
+
+#[test]
+fn over_the_queue_a_change_wakes_the_loop_and_a_receipt_written_offline_is_filed_once_it_connects_again(
+) {
+    let mut shop = shop_with_worker();
+    // The device's own role, so the test can lock it out and let it in.
+    shop.run("CREATE ROLE device LOGIN SUPERUSER");
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let replica = shop::open_register(&file, me);
+    let config: postgres::Config = format!("{} user=device", shop.cluster.url("shop"))
+        .parse()
+        .unwrap();
+    // An hour between polls: only the server's notification wakes it.
+    let options = Options {
+        poll_every: Duration::from_secs(3600),
+        ..Options::default()
+    };
+    let mut device = Device::start(replica, options, move |replica| {
+        Queue::new(config, replica.me())
+    });
+    device.expect("connected", |s| matches!(s, Status::Connected));
+    device.expect("waiting", |s| matches!(s, Status::Waiting { .. }));
+
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    wait_until("the register to hold Tea", || names_held(&file) == ["Tea"]);
+
+    // The server shuts the device out, and drops its connection.
+    shop.run(
+        "ALTER ROLE device NOLOGIN; \
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'device'",
+    );
+    device.expect("the loop to lose the server", |s| {
+        matches!(s, Status::Disconnected { .. })
+    });
+    let receipt = sell(&file, me, 1250);
+    device.control.poke();
+    device.expect("a connection refused while shut out", |s| {
+        matches!(s, Status::Disconnected { .. })
+    });
+    assert!(
+        !device.drain().iter().any(carries_rows),
+        "sent while shut out"
+    );
+
+    shop.run("ALTER ROLE device LOGIN");
+    device.expect("connected again", |s| matches!(s, Status::Connected));
+    device.expect("the receipt sent", carries_rows);
+    wait_until("the receipt filed and its Filed applied", || {
+        unfiled(&file) == 0
+    });
+    assert_eq!(shop.receipts(), [(receipt, me, 1250)]);
+
+    let (_, rest) = device.stop();
+    assert!(
+        !rest.iter().any(carries_rows),
+        "the receipt sent twice: {rest:?}"
+    );
+    assert_eq!(shop.receipts(), [(receipt, me, 1250)]);
+}
