@@ -113,6 +113,13 @@ impl NatsServer {
         let _ = child.wait();
     }
 
+    /// Starts a server stopped by `stop` again, on the same port and store.
+    pub fn start_again(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
     /// Stops the server, and starts it again on the same port and store.
     pub fn restart(&mut self) {
         self.stop();

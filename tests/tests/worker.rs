@@ -346,13 +346,15 @@ fn a_register_away_until_its_outbox_passes_its_bound_is_provisioned_again_with_a
             "UPDATE shop.products SET price_cents = {price}, updated_at = now() WHERE name = 'Tea'"
         ));
         wait_until("the change to be relayed", || {
-            waiting_for(&mut shop.pg, a) >= price.min(4)
-                || !alarms_of(&mut shop.pg, a).is_empty()
+            waiting_for(&mut shop.pg, a) >= price.min(4) || !alarms_of(&mut shop.pg, a).is_empty()
         });
     }
     wait_until("the alarm", || !alarms_of(&mut shop.pg, a).is_empty());
     let alarms = alarms_of(&mut shop.pg, a);
-    assert!(alarms[0].contains("magic_sync.outbox_messages"), "{alarms:?}");
+    assert!(
+        alarms[0].contains("magic_sync.outbox_messages"),
+        "{alarms:?}"
+    );
     // What waits now is a snapshot of what it should hold, not the changes.
     wait_until("the snapshot", || {
         let begins: Option<i64> = shop
@@ -387,7 +389,9 @@ fn messages_a_register_never_confirmed_are_sent_again_after_unconfirmed_after() 
     // The transport loses the change: it is taken from the queue and never
     // reaches the register, which says nothing.
     shop.run("UPDATE shop.products SET price_cents = 300, updated_at = now() WHERE name = 'Tea'");
-    wait_until("the change to be relayed", || waiting_for(&mut shop.pg, a) > 0);
+    wait_until("the change to be relayed", || {
+        waiting_for(&mut shop.pg, a) > 0
+    });
     let (id, _lost) = next(&mut shop.pg, &register).unwrap();
     assert!(ack(&mut shop.pg, &register, &id));
 
