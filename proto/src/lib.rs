@@ -14,6 +14,7 @@ pub mod json;
 pub mod key;
 pub mod limits;
 pub mod mirror;
+pub mod nats_subjects;
 
 /// The messages of `proto/sync.proto`.
 pub mod wire {

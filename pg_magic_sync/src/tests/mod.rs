@@ -3,6 +3,7 @@
 
 mod declaring;
 mod filing;
+mod publishing;
 
 #[pgrx::pg_schema]
 #[allow(clippy::module_inception)]

@@ -20,7 +20,7 @@ pub mod control;
 pub mod device_loop;
 #[cfg(feature = "nats")]
 pub mod nats;
-pub mod nats_subjects;
+pub use magic_sync_proto::nats_subjects;
 #[cfg(feature = "pg-queue")]
 pub mod queue;
 

@@ -15,7 +15,6 @@
 //!   filed under the replica its subject names, and acknowledged once the
 //!   filing committed (uploads.rs).
 
-pub mod subjects;
 mod errors;
 mod uploads;
 
@@ -32,15 +31,18 @@ use uuid::Uuid;
 use super::outbox::{Due, Outcome, SendFailure};
 use crate::settings;
 pub use errors::TransportError;
-use subjects::Subjects;
+use magic_sync_proto::nats_subjects as subjects;
 pub use uploads::Upload;
 
 /// How long JetStream remembers a message id: one published again within
 /// it (a worker that died before the outbox knew it was sent) is stored once.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(600);
 
-/// How long a device may take over a message before it is handed out again.
-const DEVICE_ACK_WAIT: Duration = Duration::from_secs(30);
+/// The relay's durable consumer of every replica's Ups.
+const UP_CONSUMER: &str = "magic_sync_relay";
+
+/// How long the relay may take over an Up before it is handed out again.
+const UP_ACK_WAIT: Duration = Duration::from_secs(30);
 
 /// Ups the relay's consumer hands out before the first is acknowledged.
 const UPS_IN_FLIGHT: i64 = 1024;
@@ -51,7 +53,8 @@ const UPS_IN_FLIGHT: i64 = 1024;
 pub struct Config {
     pub urls: Vec<String>,
     pub credentials: String,
-    pub subjects: Subjects,
+    /// The first token of every subject.
+    pub prefix: String,
     pub down_stream: String,
     pub up_stream: String,
     pub stream_replicas: usize,
@@ -71,9 +74,7 @@ impl Config {
                 .map(str::to_owned)
                 .collect(),
             credentials: settings::text(&settings::NATS_CREDENTIALS),
-            subjects: Subjects {
-                prefix: settings::text(&settings::NATS_SUBJECTS),
-            },
+            prefix: settings::text(&settings::NATS_SUBJECTS),
             down_stream: settings::text(&settings::NATS_DOWN_STREAM),
             up_stream: settings::text(&settings::NATS_UP_STREAM),
             stream_replicas: settings::NATS_REPLICAS.get().max(1) as usize,
@@ -120,10 +121,10 @@ impl Nats {
                 .await
                 .map_err(|e| TransportError::of_stream(&config.up_stream, e))?;
             let consumer: consumer::PullConsumer = up
-                .get_or_create_consumer(subjects::UP_CONSUMER, up_consumer(&config))
+                .get_or_create_consumer(UP_CONSUMER, up_consumer(&config))
                 .await
-                .map_err(|e| TransportError::of_consumer(subjects::UP_CONSUMER, e))?;
-            uploads::take(consumer, config.subjects.clone(), sender, wake);
+                .map_err(|e| TransportError::of_consumer(UP_CONSUMER, e))?;
+            uploads::take(consumer, config.prefix.clone(), sender, wake);
             Ok::<_, TransportError>((jetstream, down))
         })?;
         Ok(Nats {
@@ -260,7 +261,7 @@ async fn send_replica(
         outcome.failed = Some(failure);
         return outcome;
     }
-    let subject = config.subjects.down(due.replica);
+    let subject = subjects::down_subject(&config.prefix, due.replica);
     for message in due.messages {
         let sent = async {
             if message.begins_snapshot {
@@ -350,7 +351,7 @@ async fn connect(config: &Config) -> Result<async_nats::Client, TransportError> 
 fn down_stream(config: &Config) -> stream::Config {
     stream::Config {
         name: config.down_stream.clone(),
-        subjects: vec![config.subjects.every_down()],
+        subjects: vec![subjects::down_stream_subjects(&config.prefix)],
         storage: stream::StorageType::File,
         // A message leaves the stream once its replica acknowledged it.
         retention: stream::RetentionPolicy::WorkQueue,
@@ -365,7 +366,7 @@ fn down_stream(config: &Config) -> stream::Config {
 fn up_stream(config: &Config) -> stream::Config {
     stream::Config {
         name: config.up_stream.clone(),
-        subjects: vec![config.subjects.every_up()],
+        subjects: vec![subjects::up_stream_subjects(&config.prefix)],
         storage: stream::StorageType::File,
         retention: stream::RetentionPolicy::WorkQueue,
         num_replicas: config.stream_replicas,
@@ -377,23 +378,23 @@ fn up_stream(config: &Config) -> stream::Config {
 fn device_consumer(config: &Config, replica: Uuid) -> consumer::pull::Config {
     consumer::pull::Config {
         durable_name: Some(subjects::consumer_name(replica)),
-        filter_subject: config.subjects.down(replica),
+        filter_subject: subjects::down_subject(&config.prefix, replica),
         ack_policy: consumer::AckPolicy::Explicit,
         deliver_policy: consumer::DeliverPolicy::All,
-        max_ack_pending: 1,
-        ack_wait: DEVICE_ACK_WAIT,
+        max_ack_pending: subjects::MAX_ACK_PENDING,
+        ack_wait: subjects::ACK_WAIT,
         ..Default::default()
     }
 }
 
 fn up_consumer(config: &Config) -> consumer::pull::Config {
     consumer::pull::Config {
-        durable_name: Some(subjects::UP_CONSUMER.to_owned()),
-        filter_subject: config.subjects.every_up(),
+        durable_name: Some(UP_CONSUMER.to_owned()),
+        filter_subject: subjects::up_stream_subjects(&config.prefix),
         ack_policy: consumer::AckPolicy::Explicit,
         deliver_policy: consumer::DeliverPolicy::All,
         max_ack_pending: UPS_IN_FLIGHT,
-        ack_wait: DEVICE_ACK_WAIT,
+        ack_wait: UP_ACK_WAIT,
         ..Default::default()
     }
 }

@@ -12,8 +12,8 @@ use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use futures_util::StreamExt;
 use uuid::Uuid;
 
-use super::subjects::Subjects;
 use super::TransportError;
+use magic_sync_proto::nats_subjects as subjects;
 
 /// How long the task waits before asking again after the consumer failed.
 const ASK_AGAIN_AFTER: Duration = Duration::from_millis(500);
@@ -57,7 +57,7 @@ impl Upload {
 /// runtime runs: each is passed on, and `wake` made readable.
 pub fn take(
     consumer: PullConsumer,
-    subjects: Subjects,
+    prefix: String,
     sender: mpsc::Sender<Upload>,
     mut wake: UnixStream,
 ) {
@@ -78,7 +78,8 @@ pub fn take(
                 };
                 let subject = message.subject.to_string();
                 let upload = Upload {
-                    replica: subjects.up_sender(&subject),
+                    replica: subjects::parse_up_subject(&prefix, &subject)
+                        .map(|(replica, _lane)| replica),
                     subject,
                     bytes: message.payload.to_vec(),
                     message,

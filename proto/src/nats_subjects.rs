@@ -1,5 +1,6 @@
-//! The NATS JetStream conventions, fixed: the server half publishes and
-//! reads by the very same names, so change none of them on one side alone.
+//! The NATS JetStream conventions, fixed and shared: the server half
+//! (pg_magic_sync/src/publish/nats/) publishes and reads by the very names
+//! the replica's client (replica/src/transport/nats.rs) uses.
 //!
 //! - **Down.** The server publishes each `ToReplica` to
 //!   `{prefix}.down.{replica}` — the replica's UUID, lowercase and
