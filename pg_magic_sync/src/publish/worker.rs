@@ -69,14 +69,28 @@ const BEFORE_PASS: &str = "SELECT sync_internal.before_pass($1)";
 
 const PASS: &str = "SELECT sync_internal.pass($1)";
 
-/// What waits for someone: a backlog of notes, rows set aside, uploads
-/// kept in the inbox.
+/// What waits for someone: a backlog of notes, replicas whose messages have
+/// waited five minutes or more, rows set aside, uploads kept in the inbox,
+/// replicas a send keeps failing to.
 const WAITING: &str = "\
     SELECT jsonb_build_object( \
         'notes', (SELECT count(*) FROM sync.notes), \
+        'undelivered', (SELECT count(DISTINCT replica) FROM sync.outbox \
+                          WHERE written_at < now() - interval '5 minutes'), \
         'set_aside', (SELECT count(*) FROM sync.quarantine), \
         'refused', (SELECT count(*) FROM sync.held WHERE refused IS NOT NULL), \
-        'inbox', (SELECT count(*) FROM sync.inbox))";
+        'inbox', (SELECT count(*) FROM sync.inbox), \
+        'failing', (SELECT count(*) FROM sync.sends WHERE failures >= 3))";
+
+/// The counts of WAITING that say someone is needed.
+const NEEDS_SOMEONE: [&str; 6] = [
+    "notes",
+    "undelivered",
+    "set_aside",
+    "refused",
+    "inbox",
+    "failing",
+];
 
 /// Registers a worker per database of `magic_sync.database`: call from
 /// `_PG_init` while the library is preloaded.
@@ -385,7 +399,7 @@ impl Worker {
             return;
         };
         let counts = &waiting.0;
-        let any = ["notes", "set_aside", "refused", "inbox"]
+        let any = NEEDS_SOMEONE
             .iter()
             .any(|k| counts[*k].as_i64().unwrap_or(0) > 0);
         if any {
