@@ -353,3 +353,24 @@ fn a_nats_server_that_does_not_answer_is_named_in_the_log_with_its_setting() {
     let _device = start_register(&nats, shop::open_register(&file, id));
     until_every_register_holds_the_servers_products(&mut shop, &[file]);
 }
+
+#[test]
+fn postgresql_stopped_at_once_and_started_again_loses_nothing_over_nats() {
+    let nats = nats_server::start();
+    let (mut shop, ids, files, _devices) = two_registers_holding_tea(&nats);
+    shop.run("SET synchronous_commit = on");
+    let mut sold = sell(&files[0], ids[0], &[100, 200]);
+    add_product(&mut shop, "Cake", 400);
+    shop.cluster.restart_immediately();
+    shop.reconnect();
+    sold.extend(sell(&files[1], ids[1], &[300]));
+    add_product(&mut shop, "Bun", 120);
+    until_every_register_holds_the_servers_products(&mut shop, &files);
+    wait_until("every receipt filed", || {
+        shop.receipts().len() == sold.len()
+    });
+    wait_until("the Filed applied", || {
+        files.iter().all(|f| unfiled(f) == 0)
+    });
+    assert_eq!(shop.receipts(), sorted(sold));
+}
