@@ -430,6 +430,10 @@ impl Drop for Nats {
     fn drop(&mut self) {
         // A message fetched and never handed over comes again at once,
         // rather than once its ack_wait ran out.
+        // (Not from inside another runtime, where blocking would panic.)
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return;
+        }
         if let Some(message) = self.stash.take() {
             let again = message.ack_with(AckKind::Nak(None));
             let _ = self

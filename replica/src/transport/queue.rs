@@ -168,6 +168,11 @@ where
         if config.get_application_name().is_none() {
             config.application_name(&format!("magic_sync replica {me}"));
         }
+        // A server that does not answer is one to try again later, not
+        // one to wait on for good.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
         Queue {
             config,
             tls,
