@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The shop: a head office on a throwaway PostgreSQL with the extension, and
-# two registers on SQLite files, kept in sync through the default transport
-# (a queue inside PostgreSQL). Installs what is missing first.
+# The shop: a head office on a throwaway PostgreSQL with the extension and
+# its relay worker, and two registers on SQLite files running the device
+# loop over the default transport (a queue inside PostgreSQL). Installs what
+# is missing first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
