@@ -15,6 +15,17 @@ pub fn run_with(sql: &str, args: &[DatumWithOid]) {
     Spi::run_with_args(sql, args).unwrap_or_else(|e| Error::spi(sql, e).raise());
 }
 
+/// Runs SQL with arguments that writes rows and answers none: answers how
+/// many it wrote.
+pub fn run_counting(sql: &str, args: &[DatumWithOid]) -> u64 {
+    Spi::connect_mut(|client| {
+        let written = client
+            .update(sql, None, args)
+            .unwrap_or_else(|e| Error::spi(sql, e).raise());
+        written.len() as u64
+    })
+}
+
 /// The first column of the first row of a query, if it answers a row and
 /// that value is not null.
 pub fn one<T: FromDatum + IntoDatum>(sql: &str, args: &[DatumWithOid]) -> Option<T> {

@@ -19,8 +19,41 @@ pub use model::{
 };
 pub use store::{declared_tables, replicas};
 
+use store::TableRows;
+
+/// The declarations as they are stored: what a relay pass reads once, as
+/// it starts, for every step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Declarations {
+    pub replicas: Option<Replicas>,
+    pub tables: Vec<TableRows>,
+}
+
+impl Declarations {
+    pub fn read() -> Declarations {
+        Declarations {
+            replicas: replicas(),
+            tables: store::table_rows(),
+        }
+    }
+
+    /// Every declared table, parents first.
+    pub fn declared(&self) -> Vec<Declared> {
+        self.tables
+            .iter()
+            .cloned()
+            .map(|rows| rows.into_declared().unwrap_or_else(|e| e.raise()))
+            .collect()
+    }
+
+    /// The digest of these declarations.
+    pub fn digest(&self) -> String {
+        digest::digest(self.replicas.as_ref(), &self.declared())
+    }
+}
+
 /// The digest of the declarations, which the relay compares with the one
 /// it last ran with: a different one provisions every live replica again.
 pub fn declarations_digest() -> String {
-    digest::digest(replicas().as_ref(), &declared_tables())
+    Declarations::read().digest()
 }

@@ -9,14 +9,25 @@
 //!   functions on a table no declaration asks it for;
 //! - a lookup no index serves;
 //! - the replicas' relation gone, or its columns.
+//!
+//! A relay pass checks only when something the check reads may have
+//! changed since its last check found nothing (`check_before_pass`): the
+//! declarations, the search path (types are written as it shows them), or
+//! the system catalog (declare/catalog_changes.rs). A change committed in
+//! the very instant a pass begins may be seen only by the next pass's check,
+//! as PostgreSQL's own caches see a change once its invalidation arrives.
 
-use crate::catalog::store;
-use crate::catalog::{self, Declared};
+use std::cell::RefCell;
+
+use crate::catalog::store::{self, TableRows};
+use crate::catalog::{Declarations, Declared, Replicas};
+use crate::declare::catalog_changes;
 use crate::declare::indexes;
 use crate::declare::resolve::{self, Problem, Request, Resolved};
 use crate::declare::system_catalog;
 use crate::declare::triggers::{self, Finding};
 use crate::error::Error;
+use crate::spi;
 
 fn problem(message: String, fix: String) -> Problem {
     Problem { message, hint: fix }
@@ -32,17 +43,17 @@ struct Recorded {
     not_null: Vec<bool>,
 }
 
-fn recorded() -> Vec<Recorded> {
-    store::table_rows()
-        .into_iter()
+fn recorded(tables: &[TableRows]) -> Vec<Recorded> {
+    tables
+        .iter()
         .map(|rows| {
-            let t = rows.table;
+            let t = &rows.table;
             Recorded {
-                name: t.name,
-                request: Request::from_json(t.request).unwrap_or_else(|e| e.raise()),
-                columns: t.table_columns,
-                types: t.table_types,
-                not_null: t.table_not_null,
+                name: t.name.clone(),
+                request: Request::from_json(t.request.clone()).unwrap_or_else(|e| e.raise()),
+                columns: t.table_columns.clone(),
+                types: t.table_types.clone(),
+                not_null: t.table_not_null.clone(),
             }
         })
         .collect()
@@ -50,7 +61,10 @@ fn recorded() -> Vec<Recorded> {
 
 /// The stored requests, to resolve again.
 pub fn requests() -> Vec<Request> {
-    recorded().into_iter().map(|r| r.request).collect()
+    recorded(&store::table_rows())
+        .into_iter()
+        .map(|r| r.request)
+        .collect()
 }
 
 /// How a table differs from what was recorded of it, in words.
@@ -132,8 +146,8 @@ fn differences(recorded: &Recorded, now: &Resolved, declared: &Declared) -> Vec<
 }
 
 /// The declared tables against the database as it is now.
-fn table_problems(stored: &[Declared]) -> Vec<Problem> {
-    let recorded = recorded();
+fn table_problems(stored: &[Declared], tables: &[TableRows]) -> Vec<Problem> {
+    let recorded = recorded(tables);
     let requests: Vec<Request> = recorded.iter().map(|r| r.request.clone()).collect();
     let again = || {
         requests
@@ -181,8 +195,8 @@ fn table_problems(stored: &[Declared]) -> Vec<Problem> {
     }
 }
 
-fn replicas_problems() -> Vec<Problem> {
-    let Some(replicas) = catalog::replicas() else {
+fn replicas_problems(replicas: Option<&Replicas>) -> Vec<Problem> {
+    let Some(replicas) = replicas else {
         return Vec::new();
     };
     let fix = || {
@@ -300,12 +314,46 @@ fn index_problems(stored: &[Declared]) -> Vec<Problem> {
 
 /// Every problem, in the order: replicas, tables, triggers, indexes.
 pub fn problems() -> Vec<Problem> {
-    let stored = catalog::declared_tables();
-    let mut problems = replicas_problems();
-    problems.extend(table_problems(&stored));
+    problems_in(&Declarations::read())
+}
+
+fn problems_in(declarations: &Declarations) -> Vec<Problem> {
+    let stored = declarations.declared();
+    let mut problems = replicas_problems(declarations.replicas.as_ref());
+    problems.extend(table_problems(&stored, &declarations.tables));
     problems.extend(trigger_problems(&stored));
     problems.extend(index_problems(&stored));
     problems
+}
+
+/// What a check that found no problem was made against.
+#[derive(PartialEq)]
+struct Checked {
+    /// `catalog_changes::seen()` as the check began.
+    changes: u64,
+    search_path: String,
+    declarations: Declarations,
+}
+
+thread_local! {
+    /// This backend's last check that found no problem.
+    static LAST_CHECKED: RefCell<Option<Checked>> = const { RefCell::new(None) };
+}
+
+/// The relay's check before a pass: refuses with every problem, unless
+/// nothing it reads changed since this backend's last check found none.
+pub fn check_before_pass(declarations: &Declarations) {
+    let now = Checked {
+        changes: catalog_changes::seen(),
+        search_path: spi::one("SELECT current_setting('search_path')", &[]).unwrap_or_default(),
+        declarations: declarations.clone(),
+    };
+    if LAST_CHECKED.with_borrow(|last| last.as_ref() == Some(&now)) {
+        return;
+    }
+    LAST_CHECKED.set(None);
+    refuse_problems(&problems_in(declarations));
+    LAST_CHECKED.set(Some(now));
 }
 
 /// Refuses with every problem, and every fix in the hint.

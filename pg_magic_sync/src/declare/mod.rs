@@ -12,6 +12,7 @@ pub mod system_catalog;
 pub mod resolve;
 pub mod triggers;
 pub mod indexes;
+pub mod catalog_changes;
 pub mod drift;
 
 use self::resolve::{Problem, Request, Resolved};

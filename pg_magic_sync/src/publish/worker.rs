@@ -44,9 +44,12 @@ const RESTART_AFTER: Duration = Duration::from_secs(5);
 /// Every how often a worker whose database lacks the extension looks again.
 const EXTENSION_LOOKED_FOR_EVERY: Duration = Duration::from_secs(2);
 
-/// Every how many passes the worker empties its catalog caches: each pass
-/// creates and drops its scratch tables, and the caches keep what they
-/// learnt of them (about 8 kB a pass) for the life of the process.
+/// Every how many passes the worker empties its catalog caches. Passes
+/// once made and dropped their scratch tables, and the caches kept what
+/// they learnt of each (about 8 kB a pass) for the life of the process.
+/// The tables now live as long as the worker (relay/scratch.rs), so little
+/// piles up; the flush is kept, being cheap, as a bound on whatever else
+/// does (it also makes the next pass check the declarations again).
 const FLUSH_CACHES_EVERY: u32 = 256;
 
 /// Every how often the worker logs what waits for someone, if anything.

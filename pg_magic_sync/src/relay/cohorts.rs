@@ -8,7 +8,7 @@ use crate::spi;
 /// size and two independent hashes of their rows. Each cohort's plan is read
 /// from one of its replicas: its representative.
 const COHORTS: &str = "\
-    CREATE TEMP TABLE sync_pass_cohorts ON COMMIT DROP AS \
+    INSERT INTO sync_pass_cohorts (replica, provision, cohort) \
     SELECT r.id AS replica, r.provision, \
            (dense_rank() OVER (ORDER BY r.provision, coalesce(s.n, 0), s.h1, s.h2))::int AS cohort \
     FROM sync_pass_replicas r \
@@ -19,13 +19,13 @@ const COHORTS: &str = "\
                      UNION ALL SELECT replica, table_name, 'w', '' FROM sync_pass_whole) AS p \
                GROUP BY replica) AS s ON s.replica = r.id \
     WHERE r.provision OR s.n > 0; \
-    CREATE TEMP TABLE sync_pass_representatives ON COMMIT DROP AS \
+    INSERT INTO sync_pass_representatives (cohort, replica) \
     SELECT cohort, (array_agg(replica ORDER BY replica))[1] AS replica \
     FROM sync_pass_cohorts GROUP BY cohort";
 
 /// Groups the replicas of this pass by their plans. Answers how many
 /// cohorts there are.
 pub fn form() -> i64 {
-    spi::run(COHORTS);
-    spi::one::<i64>("SELECT count(*) FROM sync_pass_representatives", &[]).unwrap_or(0)
+    // The count of the last statement: the representatives, one a cohort.
+    spi::run_counting(COHORTS, &[]) as i64
 }

@@ -5,16 +5,12 @@
 
 use crate::catalog::table_sql::{key_matches, key_of, quote_literal, row_bytes};
 use crate::catalog::Declared;
+use crate::relay::scratch;
 use crate::spi;
-
-const ROWS: &str = "\
-    CREATE TEMP TABLE sync_pass_rows ( \
-        table_name text COLLATE \"C\" NOT NULL, key text COLLATE \"C\" NOT NULL, bytes bytea NOT NULL) ON COMMIT DROP";
 
 /// Encodes, as JSON, the rows of every table that more than one cohort is
 /// sent. Answers how many it encoded.
 pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
-    spi::run(ROWS);
     if cohorts < 2 {
         return 0;
     }
@@ -47,6 +43,6 @@ pub fn load(tables: &[Declared], cohorts: i64) -> i64 {
             rel = table.relation,
         ));
     }
-    spi::run("ANALYZE sync_pass_rows");
+    scratch::analyze(&["sync_pass_rows"]);
     spi::one::<i64>("SELECT count(*) FROM sync_pass_rows", &[]).unwrap_or(0)
 }

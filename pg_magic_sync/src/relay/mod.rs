@@ -17,7 +17,7 @@ pub mod steps;
 
 use serde_json::json;
 
-use crate::catalog;
+use crate::catalog::Declarations;
 use crate::declare::drift;
 use crate::relay::steps::Steps;
 use crate::settings;
@@ -42,14 +42,17 @@ const PROVISION_OTHER_EPOCHS: &str = "\
 /// otherwise, mirrored for the first time or no more, a column added), what
 /// every replica holds may be wrong: every live replica is provisioned
 /// again, and what was kept of tables no longer declared is let go.
-fn provision_all_if_redeclared() -> bool {
-    let digest = catalog::declarations_digest();
+fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
+    let digest = declarations.digest();
     let last: Option<String> = spi::one("SELECT declared FROM sync.relay_state", &[]);
+    if last.as_ref() == Some(&digest) {
+        return false;
+    }
     spi::run_with(
         "UPDATE sync.relay_state SET declared = $1",
         &[digest.as_str().into()],
     );
-    if last.is_none_or(|last| last == digest) {
+    if last.is_none() {
         return false;
     }
     pgrx::warning!(
@@ -66,40 +69,50 @@ fn provision_all_if_redeclared() -> bool {
 /// `sync_internal.record_pass()`: the recording half of a pass. Called by
 /// `sync.relay()`, which gives it its transaction; answers what it did.
 pub fn record_pass(starts: bool) -> serde_json::Value {
+    let mut steps = Steps::start();
+    let declarations = Declarations::read();
     // Nothing runs on a database that is not as the declarations say: the
     // refusal names every problem and what fixes it.
-    drift::refuse_problems(&drift::problems());
+    drift::check_before_pass(&declarations);
+    steps.end("check");
     // A pass runs many short statements over scratch tables whose sizes the
     // planner guesses: compiling them (JIT) costs more than running them.
     spi::run("SELECT set_config('jit', 'off', true)");
-    let mut steps = Steps::start();
+    scratch::begin();
     let epoch = epochs::current();
-    let observed = observe::observe_replicas();
+    let observed = observe::observe_replicas(declarations.replicas.as_ref());
     spi::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
-    let redeclared = provision_all_if_redeclared();
+    let redeclared = provision_all_if_redeclared(&declarations);
     steps.end("observe");
-    let tables = catalog::declared_tables();
+    let tables = declarations.declared();
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
-    let notes = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()), starts);
+    let planned = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()), starts);
     steps.end("plan");
-    let cohorts = cohorts::form();
+    // Nothing planned: no cohort, nothing to load or record.
+    let cohorts = if planned.anything { cohorts::form() } else { 0 };
     steps.end("cohorts");
-    load::load(&tables, cohorts);
-    steps.end("load");
-    let recorded = record::record(&tables, &epoch, settings::limits(), &mut steps);
+    let recorded = if cohorts > 0 {
+        load::load(&tables, cohorts);
+        steps.end("load");
+        record::record(&tables, &epoch, settings::limits(), &mut steps)
+    } else {
+        record::Recorded::default()
+    };
     steps.end("record");
     if !recorded.unsendable.is_empty() {
         let rows: Vec<serde_json::Value> =
             recorded.unsendable.iter().map(|r| r.to_json()).collect();
         return json!({ "unsendable": rows });
     }
-    spi::run(DELETE_PLANNED_NOTES);
+    if planned.notes > 0 {
+        spi::run(DELETE_PLANNED_NOTES);
+    }
     spi::run(DROP_UNCARRIED_BODIES);
-    scratch::drop_all();
+    scratch::end();
     steps.end("finish");
     let mut summary = json!({
-        "notes": notes,
+        "notes": planned.notes,
         "became_live": observed.became_live,
         "forgotten": observed.forgotten,
         "provisioned": recorded.provisioned,

@@ -5,7 +5,7 @@
 //! nothing waiting for it.
 
 use crate::catalog::table_sql::quote_ident;
-use crate::catalog::{self, Replicas};
+use crate::catalog::Replicas;
 use crate::spi;
 
 /// How many replicas came and went.
@@ -42,12 +42,12 @@ const DROP_SUPERSEDED: &str = "\
     DELETE FROM sync.outbox o USING sync.replicas s \
     WHERE s.live AND s.provision AND o.replica = s.id AND o.kind <> 'filed'";
 
-/// The live replicas and their partitions, as `sync_pass_live`: none until
-/// they are declared.
-fn live_replicas_sql(source: Option<Replicas>) -> String {
-    match source {
-        Some(source) => format!(
-            "CREATE TEMP TABLE sync_pass_live ON COMMIT DROP AS \
+/// The live replicas and their partitions, into `sync_pass_live`: none
+/// until they are declared.
+fn live_replicas_sql(source: Option<&Replicas>) -> Option<String> {
+    source.map(|source| {
+        format!(
+            "INSERT INTO sync_pass_live (id, partition) \
              SELECT DISTINCT ON (id) (r.{id})::uuid AS id, {partition} AS partition \
              FROM {rel} AS r WHERE ({live}) AND r.{id} IS NOT NULL",
             id = quote_ident(&source.id_column),
@@ -60,16 +60,15 @@ fn live_replicas_sql(source: Option<Replicas>) -> String {
                 )),
             rel = source.relation,
             live = source.live,
-        ),
-        None => {
-            "CREATE TEMP TABLE sync_pass_live (id uuid, partition text) ON COMMIT DROP".to_owned()
-        }
-    }
+        )
+    })
 }
 
 /// Compares the live replicas with what the last pass saw.
-pub fn observe_replicas() -> Observed {
-    spi::run(&live_replicas_sql(catalog::replicas()));
+pub fn observe_replicas(replicas: Option<&Replicas>) -> Observed {
+    if let Some(sql) = live_replicas_sql(replicas) {
+        spi::run(&sql);
+    }
     let became_live = spi::one::<i64>(BECOME_LIVE, &[]).unwrap_or(0);
     let forgotten = spi::one::<i64>(FORGET, &[]).unwrap_or(0);
     spi::run(DROP_SUPERSEDED);

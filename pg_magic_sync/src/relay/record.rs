@@ -104,8 +104,17 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
     spi::run(FORGET_PROVISIONED);
     let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables), steps);
     let mut too_large = Vec::new();
-    let partitions = partitions();
-    for (cohort, parts) in parts_by_cohort() {
+    let cohorts = parts_by_cohort();
+    // Only a whole table's rows are read by partition.
+    let sends_whole = cohorts
+        .values()
+        .flat_map(|parts| parts.values())
+        .any(|part| matches!(part, Part::Whole(_)));
+    let partitions = match sends_whole {
+        true => partitions(),
+        false => BTreeMap::new(),
+    };
+    for (cohort, parts) in cohorts {
         let mut packing = Packing::new(cohort, limits);
         // Parents' rows first, then deletes, children first: a row that
         // moves to another parent points at the new one before the old one

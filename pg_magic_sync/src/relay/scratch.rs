@@ -1,97 +1,217 @@
-//! The pass's scratch tables: temporary tables of the pass's transaction
-//! (`ON COMMIT DROP`), each filled by one step and read by those after it.
-//! Every one is listed here with what it holds, and `drop_all` drops them
-//! as a pass ends, so two passes may share a transaction (as tests do).
+//! The pass's scratch tables: temporary tables that live as long as the
+//! session, each filled by one step of a pass and read by those after it.
+//! Every one is listed here with its columns, and made here the first time
+//! a pass of the session needs it: making and dropping a table costs about
+//! a millisecond (its catalog rows, its files, its TOAST table), emptying a
+//! small one a few microseconds.
 //!
-//! Each step creates its tables with the query that fills them (a table
-//! made by `CREATE TABLE ... AS` is planned for its real size); a test
-//! below holds every `sync_pass_*` name the relay's code uses to this list.
+//! `begin` empties them all as a pass starts, so that nothing is left over
+//! from a pass that failed or was undone, or from an earlier pass of the
+//! same transaction (as tests run). A small table is emptied by DELETE (its
+//! few dead rows are pruned as later passes read its pages); a large one by
+//! TRUNCATE, which gives its space back: `end` does that as a pass ends.
+//!
+//! A table's statistics are taken (`analyze`) when it is large, so the
+//! planner plans a big pass for its real sizes, and the first time it
+//! holds anything; a small pass pays nothing for them. A test below holds
+//! every `sync_pass_*` name the relay's code uses to this list.
+
+use pgrx::pg_sys;
 
 use crate::spi;
 
-/// Every scratch table of a pass, in the order the steps make them.
+/// Every scratch table of a pass, in the order the steps fill them, with
+/// its columns: those the query that fills it answers (a key or a name
+/// compares byte for byte, as in the engine's own tables).
 pub const TABLES: &[(&str, &str)] = &[
-    (
-        "sync_pass_live",
-        "observe: the replicas live now, by the declared condition",
-    ),
+    // observe: the replicas live now, by the declared condition.
+    ("sync_pass_live", "id uuid, partition text"),
+    // plan: the notes this pass plans, up to a batch.
     (
         "sync_pass_notes",
-        "plan: the notes this pass plans, up to a batch",
+        "at tid, id bigint, table_name text COLLATE \"C\", key text COLLATE \"C\"",
     ),
+    // plan: the group notes this pass plans.
     (
         "sync_pass_group_notes",
-        "plan: the group notes this pass plans",
+        "id bigint, table_name text, group_key text, key text, replica uuid",
     ),
+    // plan: each row the notes name, with its newest note.
     (
         "sync_pass_changed",
-        "plan: each row the notes name, with its newest note",
+        "table_name text COLLATE \"C\", key text COLLATE \"C\", note bigint",
     ),
-    (
-        "sync_pass_touched",
-        "plan: the rows touched, for every replica or for one",
-    ),
+    // plan: the rows touched, for every replica or for one.
+    ("sync_pass_touched", ROWS),
+    // plan: what touched rows pointed at before the change.
     (
         "sync_pass_old_pointers",
-        "plan: what touched rows pointed at before the change",
+        "table_name text COLLATE \"C\", key text COLLATE \"C\", reference int, \
+         parent text COLLATE \"C\", parent_key text COLLATE \"C\"",
     ),
+    // plan: the live replicas, and whether each is provisioned.
     (
         "sync_pass_replicas",
-        "plan: the live replicas, and whether each is provisioned",
+        "id uuid, provision boolean, partition text",
     ),
-    (
-        "sync_pass_blocked",
-        "plan: rows set aside and every row that points at one",
-    ),
-    (
-        "sync_pass_provisioning",
-        "plan/snapshot: the replicas provisioned from scratch",
-    ),
+    // plan: rows set aside and every row that points at one.
+    ("sync_pass_blocked", ROWS),
+    // plan/snapshot: the replicas provisioned from scratch.
+    ("sync_pass_provisioning", "id uuid, partition text"),
+    // plan/snapshot: whole tables sent without listing their rows.
     (
         "sync_pass_whole",
-        "plan/snapshot: whole tables sent without listing their rows",
+        "replica uuid, table_name text COLLATE \"C\"",
     ),
+    // plan: what each replica is sent: (replica, table, key, op, note).
     (
         "sync_pass_plan",
-        "plan: what each replica is sent: (replica, table, key, op, note)",
+        "replica uuid NOT NULL, table_name text COLLATE \"C\" NOT NULL, \
+         key text COLLATE \"C\" NOT NULL, op text NOT NULL, note bigint NOT NULL",
     ),
+    // plan/incremental: the replicas kept up to date.
+    ("sync_pass_current", "id uuid, partition text"),
+    // plan/incremental: the rows in question.
+    ("sync_pass_question", ROWS),
+    // plan/incremental: the rows kept.
+    ("sync_pass_want", ROWS),
+    // plan/incremental: rows a round may keep.
+    ("sync_pass_candidates", ROWS),
+    // plan: the rows a round starts from.
+    ("sync_pass_frontier", ROWS),
+    // plan: the rows a round reaches, as the queries that reach them write
+    // names and keys (in the database's collation).
     (
-        "sync_pass_current",
-        "plan/incremental: the replicas kept up to date",
+        "sync_pass_reached",
+        "replica uuid, table_name text, key text",
     ),
+    // cohorts: each replica's cohort.
     (
-        "sync_pass_question",
-        "plan/incremental: the rows in question",
+        "sync_pass_cohorts",
+        "replica uuid, provision boolean, cohort int",
     ),
-    ("sync_pass_want", "plan/incremental: the rows kept"),
-    (
-        "sync_pass_candidates",
-        "plan/incremental: rows a round may keep",
-    ),
-    ("sync_pass_frontier", "plan: the rows a round starts from"),
-    ("sync_pass_reached", "plan: the rows a round reaches"),
-    ("sync_pass_cohorts", "cohorts: each replica's cohort"),
-    (
-        "sync_pass_representatives",
-        "cohorts: the replica each cohort's plan is read from",
-    ),
+    // cohorts: the replica each cohort's plan is read from.
+    ("sync_pass_representatives", "cohort int, replica uuid"),
+    // load: rows sent to several cohorts, encoded once.
     (
         "sync_pass_rows",
-        "load: rows sent to several cohorts, encoded once",
+        "table_name text COLLATE \"C\" NOT NULL, key text COLLATE \"C\" NOT NULL, \
+         bytes bytea NOT NULL",
     ),
 ];
 
-const MADE_BY_THIS_PASS: &str = "\
-    SELECT string_agg(quote_ident(relname), ', ') FROM pg_class \
-    WHERE relnamespace = pg_my_temp_schema() AND relname = ANY($1)";
+/// Rows of a table for a replica, or for every replica (NULL).
+const ROWS: &str = "replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\"";
 
-/// Drops the scratch tables this pass made (only those: `DROP ... IF
-/// EXISTS` would write a notice of each of the rest).
-pub fn drop_all() {
-    let names: Vec<String> = TABLES.iter().map(|(name, _)| name.to_string()).collect();
-    let made: Option<String> = spi::one(MADE_BY_THIS_PASS, &[names.into()]);
-    if let Some(made) = made {
-        spi::run(&format!("DROP TABLE {made}"));
+/// A table of at most this many pages (64 kB, a few hundred rows) is small:
+/// emptied by DELETE, and planned without fresh statistics.
+const SMALL_PAGES: i64 = 8;
+
+/// What the session knows of one of its scratch tables.
+struct Facts {
+    /// Its size now.
+    pages: i64,
+    /// Its size when its statistics were last taken: 0 when they never
+    /// were since it was made or truncated.
+    analyzed_pages: i64,
+}
+
+/// Makes the scratch tables this session lacks and empties the others.
+pub fn begin() {
+    let mut statements = Vec::new();
+    let mut large = Vec::new();
+    for (name, columns) in TABLES {
+        match facts(name).map(|f| f.pages) {
+            None => statements.push(format!("CREATE TEMP TABLE {name} ({columns})")),
+            Some(0) => {}
+            Some(pages) if pages <= SMALL_PAGES => statements.push(format!("DELETE FROM {name}")),
+            Some(_) => large.push(*name),
+        }
+    }
+    if !large.is_empty() {
+        statements.push(format!("TRUNCATE {}", large.join(", ")));
+    }
+    if !statements.is_empty() {
+        spi::run(&statements.join("; "));
+    }
+}
+
+/// Gives back the space of the large tables as a pass ends; the small ones
+/// are emptied by the next pass.
+pub fn end() {
+    let large: Vec<&str> = TABLES
+        .iter()
+        .map(|(name, _)| *name)
+        .filter(|name| facts(name).is_some_and(|f| f.pages > SMALL_PAGES))
+        .collect();
+    if !large.is_empty() {
+        spi::run(&format!("TRUNCATE {}", large.join(", ")));
+    }
+}
+
+/// Empties one scratch table within a pass (a round's frontier, what it
+/// reached).
+pub fn empty(name: &str) {
+    let pages = facts(name).map_or(0, |f| f.pages);
+    if pages > SMALL_PAGES {
+        spi::run(&format!("TRUNCATE {name}"));
+    } else if pages > 0 {
+        spi::run(&format!("DELETE FROM {name}"));
+    }
+}
+
+/// Takes the statistics of those of `names` the planner would otherwise
+/// misjudge: large ones, and those that never had any. Without any, it
+/// takes a table of a few rows for thousands.
+pub fn analyze(names: &[&str]) {
+    let stale: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|name| {
+            facts(name)
+                .is_some_and(|f| f.pages > 0 && (f.analyzed_pages == 0 || f.pages > SMALL_PAGES))
+        })
+        .collect();
+    if !stale.is_empty() {
+        spi::run(&format!("ANALYZE {}", stale.join(", ")));
+    }
+}
+
+/// What the session knows of its scratch table `name`, if it has it: read
+/// from the relation cache, which costs far less than a query of pg_class.
+fn facts(name: &str) -> Option<Facts> {
+    let name = std::ffi::CString::new(name).expect("a scratch table's name has no NUL");
+    let mut temp = pg_sys::InvalidOid;
+    let mut temp_toast = pg_sys::InvalidOid;
+    // SAFETY: two out-parameters PostgreSQL fills with this backend's
+    // temporary schemas (InvalidOid while it has none).
+    unsafe { pg_sys::GetTempNamespaceState(&mut temp, &mut temp_toast) };
+    if temp == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name and a schema's oid; answers InvalidOid
+    // when the schema has no relation of that name.
+    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), temp) };
+    if oid == pg_sys::InvalidOid {
+        return None;
+    }
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: opened, read and closed here, under a lock held meanwhile;
+    // NULL when the relation went away since it was looked up.
+    unsafe {
+        let relation = pg_sys::try_relation_open(oid, lock);
+        if relation.is_null() {
+            return None;
+        }
+        let facts = Facts {
+            pages: i64::from(pg_sys::RelationGetNumberOfBlocksInFork(
+                relation,
+                pg_sys::ForkNumber::MAIN_FORKNUM,
+            )),
+            analyzed_pages: i64::from((*(*relation).rd_rel).relpages),
+        };
+        pg_sys::relation_close(relation, lock);
+        Some(facts)
     }
 }
 
@@ -113,7 +233,7 @@ mod tests {
     ];
 
     #[test]
-    fn every_scratch_table_the_relay_names_is_listed_and_so_dropped() {
+    fn every_scratch_table_the_relay_names_is_listed_and_so_made_and_emptied() {
         for source in SOURCES {
             for (at, _) in source.match_indices("sync_pass_") {
                 let name: String = source[at..]

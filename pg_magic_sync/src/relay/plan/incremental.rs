@@ -23,17 +23,12 @@ use super::reach::{children, row_is, rule_rows};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::Declared;
+use crate::relay::scratch;
 use crate::spi;
 
 const CURRENT: &str = "\
-    CREATE TEMP TABLE sync_pass_current ON COMMIT DROP AS \
+    INSERT INTO sync_pass_current (id, partition) \
     SELECT id, partition FROM sync_pass_replicas WHERE NOT provision";
-
-const WORK_TABLES: &str = "\
-    CREATE TEMP TABLE sync_pass_question (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP; \
-    CREATE TEMP TABLE sync_pass_want (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP; \
-    CREATE TEMP TABLE sync_pass_frontier (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP; \
-    CREATE TEMP TABLE sync_pass_candidates (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP";
 
 /// The held rows touched, for every replica or for one.
 const TOUCHED_AND_HELD: &str = "\
@@ -106,25 +101,21 @@ const PLAN_TAKE_BACKS: &str = "\
     WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
                       WHERE w.replica = q.replica AND w.table_name = q.table_name AND w.key = q.key)";
 
-/// Plans the changes of every replica kept up to date.
-pub fn plan_changes(tables: &[Declared]) {
-    spi::run(CURRENT);
-    let nothing_to_do = spi::one::<bool>(
-        "SELECT NOT EXISTS (SELECT 1 FROM sync_pass_current) \
-             OR NOT EXISTS (SELECT 1 FROM sync_pass_touched)",
-        &[],
-    )
-    .unwrap_or(true);
-    if nothing_to_do {
-        return;
+/// Plans the changes of every replica kept up to date. Answers how many
+/// rows it planned.
+pub fn plan_changes(tables: &[Declared]) -> u64 {
+    if spi::run_counting(CURRENT, &[]) == 0 {
+        return 0;
     }
-    spi::run(WORK_TABLES);
+    let untouched = spi::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_touched)", &[]);
+    if untouched.unwrap_or(true) {
+        return 0;
+    }
     let closes = closes_over_anything(tables);
     gather_questions(tables, closes);
     keep(tables, closes);
-    spi::run("ANALYZE sync_pass_want, sync_pass_question");
-    spi::run(PLAN_SENDS);
-    spi::run(PLAN_TAKE_BACKS);
+    scratch::analyze(&["sync_pass_want", "sync_pass_question"]);
+    spi::run_counting(PLAN_SENDS, &[]) + spi::run_counting(PLAN_TAKE_BACKS, &[])
 }
 
 /// Step 1: the rows in question, closed over what leaned on them.
@@ -136,9 +127,9 @@ fn gather_questions(tables: &[Declared], closes: bool) {
     spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_question");
     loop {
         reach_held_versions(tables);
-        spi::run("TRUNCATE sync_pass_frontier");
+        scratch::empty("sync_pass_frontier");
         spi::run(QUESTION_HELD_REACHED);
-        spi::run("DROP TABLE sync_pass_reached");
+        scratch::empty("sync_pass_reached");
         if spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0) == 0 {
             break;
         }
@@ -179,7 +170,7 @@ fn reach_held_versions(tables: &[Declared]) {
 /// Step 2: what each replica keeps.
 fn keep(tables: &[Declared], closes: bool) {
     spi::run(CANDIDATES);
-    spi::run("ANALYZE sync_pass_candidates, sync_pass_question");
+    scratch::analyze(&["sync_pass_candidates", "sync_pass_question"]);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if let Some(rows) = rule_rows(table, "sync_pass_current", Some("sync_pass_candidates")) {
             spi::run(&format!(
@@ -208,9 +199,9 @@ fn keep(tables: &[Declared], closes: bool) {
     );
     loop {
         reach_from_frontier(tables);
-        spi::run("TRUNCATE sync_pass_frontier");
+        scratch::empty("sync_pass_frontier");
         spi::run(KEEP_REACHED);
-        spi::run("DROP TABLE sync_pass_reached");
+        scratch::empty("sync_pass_reached");
         if spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0) == 0 {
             break;
         }

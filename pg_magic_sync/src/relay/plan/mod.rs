@@ -1,7 +1,7 @@
 //! A step of a pass, after observing the replicas: what each replica should be sent.
 //!
-//! Set-based, in temporary tables of the relay's transaction, all in its one
-//! REPEATABLE READ snapshot:
+//! Set-based, in the pass's scratch tables (relay/scratch.rs), all in its
+//! one REPEATABLE READ snapshot:
 //! - `sync_pass_notes`: the notes to plan (every note there is, up to a
 //!   batch; never "after the last one read": a note with a lower id can
 //!   commit later);
@@ -23,28 +23,29 @@ mod snapshot;
 
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::{Declared, Rule};
+use crate::relay::scratch;
 use crate::spi;
 
 const READ_NOTES: &str = "\
-    CREATE TEMP TABLE sync_pass_notes ON COMMIT DROP AS \
-    SELECT ctid AS at, id, table_name, key FROM sync.notes ORDER BY id LIMIT $1";
+    INSERT INTO sync_pass_notes (at, id, table_name, key) \
+    SELECT ctid, id, table_name, key FROM sync.notes ORDER BY id LIMIT $1";
 
 /// Groups' changes: a row joining or leaving a group, a group given to or
 /// taken from a replica.
 const READ_GROUP_NOTES: &str = "\
-    CREATE TEMP TABLE sync_pass_group_notes ON COMMIT DROP AS \
+    INSERT INTO sync_pass_group_notes (id, table_name, group_key, key, replica) \
     SELECT id, table_name, group_key, key, replica FROM sync.group_notes ORDER BY id LIMIT $1";
 
 /// A row's version is its newest note the snapshot sees, in the batch or
 /// beyond it: a replica recorded at that version lacks none of its changes.
 const CHANGED_ROWS: &str = "\
-    CREATE TEMP TABLE sync_pass_changed ON COMMIT DROP AS \
+    INSERT INTO sync_pass_changed (table_name, key, note) \
     SELECT n.table_name, n.key, max(n.id) AS note FROM sync.notes n \
     WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key) \
     GROUP BY n.table_name, n.key";
 
 const TOUCHED: &str = "\
-    CREATE TEMP TABLE sync_pass_touched ON COMMIT DROP AS \
+    INSERT INTO sync_pass_touched (replica, table_name, key) \
     SELECT NULL::uuid AS replica, table_name, key FROM sync_pass_changed \
     UNION SELECT NULL::uuid, table_name, key FROM sync_pass_group_notes WHERE key IS NOT NULL";
 
@@ -71,52 +72,64 @@ const REFUSED_DUE: &str = "\
 /// What cannot go: the rows set aside, and, a round at a time, every row
 /// that points at one (a row that follows one points at it).
 const BLOCKED: &str = "\
-    CREATE TEMP TABLE sync_pass_blocked ON COMMIT DROP AS \
-    SELECT NULL::uuid AS replica, table_name, key FROM sync.quarantine";
-
-const OLD_POINTERS: &str = "\
-    CREATE TEMP TABLE sync_pass_old_pointers ( \
-        table_name text COLLATE \"C\", key text COLLATE \"C\", reference int, parent text COLLATE \"C\", parent_key text COLLATE \"C\") ON COMMIT DROP";
+    INSERT INTO sync_pass_blocked (replica, table_name, key) \
+    SELECT NULL::uuid, table_name, key FROM sync.quarantine";
 
 const REPLICAS: &str = "\
-    CREATE TEMP TABLE sync_pass_replicas ON COMMIT DROP AS \
+    INSERT INTO sync_pass_replicas (id, provision, partition) \
     SELECT id, provision, partition FROM sync.replicas WHERE live";
 
-const PLAN: &str = "\
-    CREATE TEMP TABLE sync_pass_plan ( \
-        replica uuid NOT NULL, table_name text COLLATE \"C\" NOT NULL, key text COLLATE \"C\" NOT NULL, \
-        op text NOT NULL, note bigint NOT NULL) ON COMMIT DROP";
+/// What planning found.
+pub struct Planned {
+    /// How many notes and group notes it read.
+    pub notes: i64,
+    /// Whether any replica is sent anything: one being provisioned is sent
+    /// its snapshot's end at least.
+    pub anything: bool,
+}
 
 /// Reads the pending notes and works out what every live replica is sent.
-/// Answers how many notes it read.
-pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> i64 {
-    spi::run_with(READ_NOTES, &[notes_per_pass.into()]);
-    spi::run_with(READ_GROUP_NOTES, &[notes_per_pass.into()]);
-    spi::run(CHANGED_ROWS);
-    spi::run(TOUCHED);
-    touch_groups_given_or_taken(tables);
+pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> Planned {
+    let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into()]);
+    let group_notes = spi::run_counting(READ_GROUP_NOTES, &[notes_per_pass.into()]);
+    // What the notes touch; with none read, sync.notes is empty too.
+    if notes > 0 {
+        spi::run(CHANGED_ROWS);
+    }
+    if notes + group_notes > 0 {
+        spi::run(TOUCHED);
+    }
+    if group_notes > 0 {
+        touch_groups_given_or_taken(tables);
+    }
     if retry_all {
         spi::run("UPDATE sync.quarantine SET retry_at = now()");
     }
-    spi::run(RELEASE_CHANGED);
+    if notes > 0 {
+        spi::run(RELEASE_CHANGED);
+    }
     spi::run(RELEASE_DUE);
     spi::run_with(REFUSED_DUE, &[retry_all.into()]);
     block(tables);
-    read_old_pointers(tables);
+    if notes > 0 {
+        read_old_pointers(tables);
+    }
     // Temporary tables have no statistics until analyzed: without them the
-    // planner takes a million rows for a few.
-    spi::run("ANALYZE sync_pass_changed, sync_pass_touched, sync_pass_old_pointers");
+    // planner takes a few rows for thousands.
+    scratch::analyze(&[
+        "sync_pass_changed",
+        "sync_pass_touched",
+        "sync_pass_old_pointers",
+    ]);
     spi::run(REPLICAS);
-    spi::run("ANALYZE sync_pass_replicas");
-    spi::run(PLAN);
-    snapshot::plan_snapshots(tables);
-    incremental::plan_changes(tables);
-    spi::run("ANALYZE sync_pass_plan");
-    spi::one::<i64>(
-        "SELECT (SELECT count(*) FROM sync_pass_notes) + (SELECT count(*) FROM sync_pass_group_notes)",
-        &[],
-    )
-    .unwrap_or(0)
+    scratch::analyze(&["sync_pass_replicas"]);
+    let provisioning = snapshot::plan_snapshots(tables);
+    let changes = incremental::plan_changes(tables);
+    scratch::analyze(&["sync_pass_plan"]);
+    Planned {
+        notes: (notes + group_notes) as i64,
+        anything: provisioning || changes > 0,
+    }
 }
 
 /// A group given to or taken from a replica touches, for that replica, the
@@ -142,14 +155,10 @@ fn touch_groups_given_or_taken(tables: &[Declared]) {
 /// The rows that cannot go (`sync_pass_blocked`), which are also touched:
 /// a replica holding an older version of one has it taken back.
 fn block(tables: &[Declared]) {
-    spi::run(BLOCKED);
-    let empty = spi::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]);
-    if empty.unwrap_or(true) {
+    if spi::run_counting(BLOCKED, &[]) == 0 {
         return;
     }
-    spi::run(
-        "CREATE TEMP TABLE sync_pass_frontier ON COMMIT DROP AS SELECT * FROM sync_pass_blocked",
-    );
+    spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_blocked");
     loop {
         let mut pointing = Vec::new();
         for table in tables.iter().filter(|t| t.mirror.goes_down()) {
@@ -161,31 +170,30 @@ fn block(tables: &[Declared]) {
             break;
         }
         spi::run(&format!(
-            "CREATE TEMP TABLE sync_pass_reached ON COMMIT DROP AS \
-             SELECT DISTINCT NULL::uuid AS replica, table_name, key \
+            "INSERT INTO sync_pass_reached (replica, table_name, key) \
+             SELECT DISTINCT NULL::uuid, table_name, key \
              FROM ({}) AS c(replica, table_name, key) \
              WHERE NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
                                WHERE b.table_name = c.table_name AND b.key = c.key)",
             pointing.join(" UNION ")
         ));
         spi::run("INSERT INTO sync_pass_blocked SELECT * FROM sync_pass_reached");
-        spi::run("TRUNCATE sync_pass_frontier");
+        scratch::empty("sync_pass_frontier");
         spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_reached");
-        spi::run("DROP TABLE sync_pass_reached");
+        scratch::empty("sync_pass_reached");
         if spi::one::<bool>("SELECT NOT EXISTS (SELECT 1 FROM sync_pass_frontier)", &[])
             .unwrap_or(true)
         {
             break;
         }
     }
-    spi::run("DROP TABLE sync_pass_frontier");
+    scratch::empty("sync_pass_frontier");
     spi::run("INSERT INTO sync_pass_touched SELECT * FROM sync_pass_blocked");
 }
 
 /// What every pending note says its row pointed at before the change, per
 /// reference (`parents_before` is in the order of the table's references).
 fn read_old_pointers(tables: &[Declared]) {
-    spi::run(OLD_POINTERS);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         for (index, reference) in table.references.iter().enumerate() {
             spi::run(&format!(

@@ -10,15 +10,12 @@
 use super::reach::{followers, in_partition_of, parents, rule_rows};
 use crate::catalog::table_sql::{key_of, quote_literal};
 use crate::catalog::{Declared, Rule};
+use crate::relay::scratch;
 use crate::spi;
 
 const PROVISIONING: &str = "\
-    CREATE TEMP TABLE sync_pass_provisioning ON COMMIT DROP AS \
-    SELECT id, partition FROM sync_pass_replicas WHERE provision; \
-    CREATE TEMP TABLE sync_pass_whole (replica uuid, table_name text COLLATE \"C\") ON COMMIT DROP";
-
-const FRONTIER: &str = "\
-    CREATE TEMP TABLE sync_pass_frontier (replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\") ON COMMIT DROP";
+    INSERT INTO sync_pass_provisioning (id, partition) \
+    SELECT id, partition FROM sync_pass_replicas WHERE provision";
 
 /// Rows of the frontier not planned for their replica yet: added to the
 /// plan, and kept as the next round's frontier.
@@ -42,11 +39,11 @@ const VERSIONS: &str = "\
          sync_pass_provisioning r \
     WHERE p.replica = r.id AND p.table_name = n.table_name AND p.key = n.key";
 
-/// Plans every row each replica being provisioned should hold.
-pub fn plan_snapshots(tables: &[Declared]) {
-    spi::run(PROVISIONING);
-    if spi::one::<i64>("SELECT count(*) FROM sync_pass_provisioning", &[]).unwrap_or(0) == 0 {
-        return;
+/// Plans every row each replica being provisioned should hold. Answers
+/// whether any replica is being provisioned.
+pub fn plan_snapshots(tables: &[Declared]) -> bool {
+    if spi::run_counting(PROVISIONING, &[]) == 0 {
+        return false;
     }
     let whole: Vec<&Declared> = tables.iter().filter(|t| goes_whole(t)).collect();
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
@@ -68,7 +65,6 @@ pub fn plan_snapshots(tables: &[Declared]) {
          WHERE p.replica = r.id AND p.table_name = b.table_name AND p.key = b.key",
     );
     if closes_over_anything(tables) {
-        spi::run(FRONTIER);
         spi::run(
             "INSERT INTO sync_pass_frontier SELECT p.replica, p.table_name, p.key \
              FROM sync_pass_plan p JOIN sync_pass_provisioning r ON r.id = p.replica",
@@ -90,9 +86,10 @@ pub fn plan_snapshots(tables: &[Declared]) {
             ));
         }
         while close_one_round(tables) > 0 {}
-        spi::run("DROP TABLE sync_pass_frontier");
+        scratch::empty("sync_pass_frontier");
     }
     spi::run(VERSIONS);
+    true
 }
 
 /// Whether every row of a table goes to every replica being provisioned (of
@@ -138,7 +135,7 @@ pub fn reach_from_frontier(tables: &[Declared]) {
         reached.join(" UNION ")
     };
     spi::run(&format!(
-        "CREATE TEMP TABLE sync_pass_reached ON COMMIT DROP AS \
+        "INSERT INTO sync_pass_reached (replica, table_name, key) \
          SELECT * FROM ({union}) AS u(replica, table_name, key)"
     ));
 }
@@ -147,8 +144,8 @@ pub fn reach_from_frontier(tables: &[Declared]) {
 /// the next frontier. Answers how many rows the round added.
 fn close_one_round(tables: &[Declared]) -> i64 {
     reach_from_frontier(tables);
-    spi::run("TRUNCATE sync_pass_frontier");
+    scratch::empty("sync_pass_frontier");
     spi::run(ADVANCE);
-    spi::run("DROP TABLE sync_pass_reached");
+    scratch::empty("sync_pass_reached");
     spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0)
 }

@@ -1,0 +1,55 @@
+//! Whether the system catalog may have changed since a moment, as this
+//! backend learns it: PostgreSQL tells every backend of each committed
+//! change to a relation (its columns, constraints, indexes and triggers
+//! included), a schema, a type or a function through its invalidation
+//! messages, and the callbacks registered here count them. The count
+//! moves for much that the relay's check does not read (any relation's
+//! statistics, other sessions' temporary tables): it errs towards checking.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use pgrx::pg_sys;
+
+/// Invalidations this backend has received since it started watching.
+static SEEN: AtomicU64 = AtomicU64::new(0);
+
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// The caches besides the relations' whose changes alter what the check
+/// reads: a renamed schema or type, a function of the engine's renamed.
+const CACHES: [pg_sys::SysCacheIdentifier::Type; 3] = [
+    pg_sys::SysCacheIdentifier::NAMESPACEOID,
+    pg_sys::SysCacheIdentifier::TYPEOID,
+    pg_sys::SysCacheIdentifier::PROCOID,
+];
+
+/// How many changes this backend has heard of: a moment to compare with
+/// later. Starts watching the first time it is asked.
+pub fn seen() -> u64 {
+    if !WATCHING.swap(true, Ordering::Relaxed) {
+        // SAFETY: registering callbacks is allowed at any time in a
+        // backend; they stay for its life, and only add to a counter.
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0));
+            for cache in CACHES {
+                pg_sys::CacheRegisterSyscacheCallback(
+                    cache as i32,
+                    Some(cache_changed),
+                    pg_sys::Datum::from(0),
+                );
+            }
+        }
+    }
+    SEEN.load(Ordering::Relaxed)
+}
+
+/// Called by PostgreSQL for a relation's invalidation (every relation's,
+/// when its caches are reset): it must not fail, and does not.
+unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, _relation: pg_sys::Oid) {
+    SEEN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Called by PostgreSQL for an entry of one of `CACHES`.
+unsafe extern "C-unwind" fn cache_changed(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
+    SEEN.fetch_add(1, Ordering::Relaxed);
+}
