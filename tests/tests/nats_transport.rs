@@ -374,3 +374,26 @@ fn postgresql_stopped_at_once_and_started_again_loses_nothing_over_nats() {
     });
     assert_eq!(shop.receipts(), sorted(sold));
 }
+
+#[test]
+fn a_stream_deleted_under_the_worker_is_made_again_and_nothing_is_lost() {
+    let nats = nats_server::start();
+    let (mut shop, _ids, files, _devices) = two_registers_holding_tea(&nats);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        jetstream::new(client)
+            .delete_stream("MAGIC_SYNC_DOWN")
+            .await
+            .unwrap();
+    });
+    add_product(&mut shop, "Cake", 400);
+    until_every_register_holds_the_servers_products(&mut shop, &files);
+    assert!(
+        shop.cluster
+            .log()
+            .contains("no stream for the replicas' messages: making it again"),
+        "{}",
+        shop.cluster.log()
+    );
+}

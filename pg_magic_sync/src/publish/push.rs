@@ -96,7 +96,11 @@ impl Push {
             return false;
         };
         let pushed = self.send(&mut nats);
-        self.nats = Some(nats);
+        if nats.lost_streams() {
+            pgrx::log!("{NAME}: nats has no stream for the replicas' messages: making it again");
+        } else {
+            self.nats = Some(nats);
+        }
         match pushed {
             Ok(pushed) => {
                 self.push_at = None;

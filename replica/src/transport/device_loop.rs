@@ -212,6 +212,9 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                         .ack(delivery.handle)
                         .map_err(Fault::Transport)?;
                     self.holds.reset();
+                    // The transport works: a failure after this one is a
+                    // blip again, however long the last outage was.
+                    self.pauses.reset();
                     (self.report)(Status::Applied(received));
                 }
                 Err(error) => {
@@ -241,6 +244,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             match self.transport.send(&up) {
                 Ok(()) => {
                     self.replica.sent(&up).map_err(Fault::Replica)?;
+                    self.pauses.reset();
                     sent = true;
                     (self.report)(Status::Sent {
                         lane: up.lane.clone(),

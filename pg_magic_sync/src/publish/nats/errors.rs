@@ -16,6 +16,8 @@ use async_nats::{ConnectError, ConnectErrorKind};
 pub struct TransportError {
     /// A retry may help.
     pub transient: bool,
+    /// No stream took a publish: the streams are to be made again.
+    pub stream_missing: bool,
     what: String,
 }
 
@@ -40,7 +42,11 @@ fn transient_code(code: ErrorCode) -> bool {
 
 impl TransportError {
     fn new(transient: bool, what: String) -> TransportError {
-        TransportError { transient, what }
+        TransportError {
+            transient,
+            stream_missing: false,
+            what,
+        }
     }
 
     /// Something of this machine failed (a thread, a socket): try again.
@@ -125,7 +131,11 @@ impl TransportError {
                 None => true,
             },
         };
-        TransportError::new(transient, format!("nats: publish: {e}"))
+        let stream_missing = e.kind() == PublishErrorKind::StreamNotFound;
+        TransportError {
+            stream_missing,
+            ..TransportError::new(transient, format!("nats: publish: {e}"))
+        }
     }
 
     pub fn of_ack(e: impl Display) -> TransportError {

@@ -99,6 +99,9 @@ pub struct Nats {
     uploads: mpsc::Receiver<Upload>,
     /// Readable while Ups wait: the worker's sleep ends on it.
     woken: UnixStream,
+    /// A publish found no stream (deleted, or a server that lost its
+    /// store): connecting again makes them.
+    lost_streams: bool,
 }
 
 impl Nats {
@@ -135,7 +138,13 @@ impl Nats {
             consumers: HashSet::new(),
             uploads,
             woken,
+            lost_streams: false,
         })
+    }
+
+    /// Whether a publish found no stream to take it since connecting.
+    pub fn lost_streams(&self) -> bool {
+        self.lost_streams
     }
 
     /// The socket the worker's sleep also waits on.
@@ -190,10 +199,17 @@ impl Nats {
                     )
                 })
                 .buffer_unordered(concurrency.max(1))
-                .collect::<Vec<Outcome>>()
+                .collect::<Vec<(Outcome, bool)>>()
                 .await;
             (outcomes, made)
         });
+        let outcomes = outcomes
+            .into_iter()
+            .map(|(outcome, stream_missing)| {
+                self.lost_streams |= stream_missing;
+                outcome
+            })
+            .collect();
         for (replica, failure) in made {
             if failure.is_none() {
                 self.consumers.insert(replica);
@@ -240,13 +256,14 @@ impl Nats {
 }
 
 /// One replica's messages, one after another: the first failure stops it.
+/// Answers whether a publish found no stream.
 async fn send_replica(
     jetstream: &jetstream::Context,
     down: &stream::Stream,
     config: &Config,
     due: Due,
     consumer_failed: Option<SendFailure>,
-) -> Outcome {
+) -> (Outcome, bool) {
     let mut outcome = Outcome {
         replica: due.replica,
         taken: Vec::new(),
@@ -259,7 +276,7 @@ async fn send_replica(
             .map(|m| m.id.clone())
             .unwrap_or_default();
         outcome.failed = Some(failure);
-        return outcome;
+        return (outcome, false);
     }
     let subject = subjects::down_subject(&config.prefix, due.replica);
     for message in due.messages {
@@ -284,8 +301,9 @@ async fn send_replica(
         match tokio::time::timeout(config.send_timeout, sent).await {
             Ok(Ok(_ack)) => outcome.taken.push(message.id),
             Ok(Err(e)) => {
+                let stream_missing = e.stream_missing;
                 outcome.failed = Some(failure(message.id, e));
-                break;
+                return (outcome, stream_missing);
             }
             Err(_) => {
                 outcome.failed = Some(failure(
@@ -296,7 +314,7 @@ async fn send_replica(
             }
         }
     }
-    outcome
+    (outcome, false)
 }
 
 fn failure(message: String, e: TransportError) -> SendFailure {
