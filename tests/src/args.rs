@@ -16,3 +16,8 @@ pub fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Whether `--name` is given.
+pub fn flag(name: &str) -> bool {
+    std::env::args().any(|a| a == name)
+}

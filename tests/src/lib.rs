@@ -1,12 +1,18 @@
 //! What magic_sync's end-to-end tests, benchmarks and the shop demo run on:
 //! a throwaway PostgreSQL cluster with the extension installed, and a
 //! throwaway nats-server. (The transports' clients are the replica
-//! library's, features `pg-queue` and `nats`.)
+//! library's, features `pg-queue` and `nats`.) For the benchmarks of the
+//! relay worker: the shop with its worker running over a transport
+//! (`worker_shop`), and registers running the device loop that stamp
+//! their commits (`registers`).
 
 pub mod args;
 pub mod cluster;
+pub mod figures;
 pub mod nats;
+pub mod registers;
 pub mod relaying;
+pub mod worker_shop;
 
 /// The benchmarks' shop: registers, and products sent to every live one.
 pub const BROADCAST_SHOP: &str = "

@@ -4,42 +4,35 @@
 //!   `CALL sync.relay()` in a warm session with nothing to do, and with one
 //!   note for one replica; beside them, what a worker woken with nothing
 //!   to do runs instead of a pass (its look at whether work waits);
-//! - commit to applied with the queue transport: a single-row UPDATE on the
-//!   server, until each register's SQLite transaction that applies it has
-//!   committed, with the worker relaying and each register LISTENing on its
-//!   channel; p50 and p99 over many changes, with 1 and with 100 registers;
-//!   and the worker's private memory after 100 changes (so 100 passes or
-//!   so) against after all of them.
+//! - the worker's private memory as its passes go by: after 100 passes,
+//!   and at every tenfold up to `--memory-passes`, a writer committing a
+//!   change every millisecond (so the worker passes back to back, each
+//!   pass planning the few changes that came during the one before) and a
+//!   register running the device loop over the queue taking what it sends.
+//!   Passes are counted by `sync.relay_state.passes`.
+//!
+//! Commit to applied, over each transport, is `bench_transports`.
 //!
 //! Run on a release build: `cargo pgrx install --release -p magic_sync`, then
 //! `cargo run --release -p magic_sync_tests --bin bench_worker`. Options:
-//! `--passes N` (calls timed per figure of the first part), `--changes N`,
-//! `--registers N` (the larger count of the second part).
+//! `--passes N` (calls timed per figure of the first part, 200),
+//! `--memory-passes N` (10000; the target's figure is 100000, about an hour
+//! here).
 
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use magic_sync_replica::{install, queue, Replica, Settings, Table, Tables};
-use magic_sync_tests::args::arg;
+use magic_sync_tests::args::{arg, text_arg};
+use magic_sync_tests::figures::{median_and_p99, ms};
+use magic_sync_tests::registers::Fleet;
 use magic_sync_tests::relaying::{drain, relay};
+use magic_sync_tests::worker_shop::{private_mib, Transport, WorkerShop};
 use magic_sync_tests::{Cluster, BROADCAST_SHOP};
-use postgres::fallible_iterator::FallibleIterator;
-use postgres::Client;
-use rusqlite::Connection;
 use uuid::Uuid;
 
 /// A hundred products to change one of.
 const PRODUCTS: &str = "
     INSERT INTO shop.products (id, name, price_cents)
     SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 100) AS i;
-";
-
-const REGISTER_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS products (
-        id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL,
-        price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL);
 ";
 
 /// What the worker runs, woken with nothing to do, instead of a pass.
@@ -54,31 +47,21 @@ fn main() {
         std::process::exit(1);
     }));
     let passes = arg::<usize>("--passes", 200);
-    let changes = arg::<usize>("--changes", 1000);
-    let many = arg::<usize>("--registers", 100);
+    let memory_passes = arg::<i64>("--memory-passes", 10_000);
+    let transport = text_arg("--memory-transport")
+        .map(|t| Transport::parse(&t).expect("--memory-transport names queue or nats"))
+        .unwrap_or(Transport::Queue);
 
     println!("The fixed cost of a pass, in a warm session ({passes} each)");
     fixed_cost(passes);
 
     println!();
-    println!("Commit to applied, the queue transport, the worker relaying ({changes} changes)");
-    let mut counts = vec![1];
-    if many > 1 {
-        counts.push(many);
-    }
-    for registers in counts {
-        commit_to_applied(registers, changes);
-    }
-}
-
-fn median_and_p99(mut samples: Vec<f64>) -> (f64, f64) {
-    samples.sort_by(|a, b| a.total_cmp(b));
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    (at(0.5), at(0.99))
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
+    println!(
+        "The worker's private memory, passing back to back ({memory_passes} passes, {}; \
+         target: at most 1.2x its memory after 100)",
+        transport.name()
+    );
+    memory(transport, memory_passes);
 }
 
 fn fixed_cost(passes: usize) {
@@ -150,190 +133,77 @@ fn fixed_cost(passes: usize) {
     println!("    its steps, the last time (ms): {last_steps}");
 }
 
-/// One register's side: its replica, its connection, LISTENing.
-struct Register {
-    replica: Replica,
-    pg: Client,
-}
-
-fn open_register(dir: &Path, cluster: &Cluster, me: Uuid) -> Register {
-    let tables = Tables::new(vec![Table::catalog("products")]);
-    let mut conn = Connection::open(dir.join(format!("{me}.db"))).unwrap();
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;",
-    )
-    .unwrap();
-    conn.execute_batch(REGISTER_SCHEMA).unwrap();
-    install(&mut conn, &tables).unwrap();
-    let replica = Replica::open(conn, tables, me, Settings::default()).unwrap();
-    let mut pg = cluster.connect("shop");
-    pg.batch_execute(&format!("LISTEN \"magic_sync:{me}\""))
-        .unwrap();
-    Register { replica, pg }
-}
-
-impl Register {
-    fn price(&self) -> i64 {
-        self.replica
-            .connection()
-            .query_row(
-                "SELECT price_cents FROM products WHERE name = 'Product 1'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap_or(-1)
-    }
-
-    /// Takes what waits, says what it applied.
-    fn take(&mut self) {
-        queue::deliver(&mut self.pg, &mut self.replica).unwrap();
-        queue::report(&mut self.pg, &mut self.replica).unwrap();
-    }
-
-    /// Waits for a notification, at most `wait`.
-    fn wait(&mut self, wait: Duration) {
-        let mut notifications = self.pg.notifications();
-        // One is enough: what else came waits in the same queue.
-        let _ = notifications.timeout_iter(wait).next();
-    }
-}
-
-fn commit_to_applied(registers: usize, changes: usize) {
-    let cluster = Cluster::start_with(&[
-        "shared_preload_libraries=magic_sync",
-        "magic_sync.database=shop",
-        "magic_sync.idle=1",
-        "max_connections=250",
-    ]);
-    let mut pg = cluster.database_with_extension("shop");
-    pg.batch_execute(BROADCAST_SHOP).unwrap();
-    pg.batch_execute(PRODUCTS).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ids: Vec<Uuid> = (0..registers).map(|_| Uuid::new_v4()).collect();
-    for id in &ids {
-        pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[id])
-            .unwrap();
-    }
-    // Each register records when it applied each change.
-    let stop = Arc::new(AtomicBool::new(false));
-    let applied_at: Arc<Mutex<Vec<Vec<Option<Instant>>>>> =
-        Arc::new(Mutex::new(vec![vec![None; registers]; changes]));
-    let ready = Arc::new(Barrier::new(registers + 1));
-    let cluster = Arc::new(cluster);
-    let threads: Vec<_> = ids
-        .iter()
-        .enumerate()
-        .map(|(at, id)| {
-            let (stop, applied_at, ready, cluster) = (
-                stop.clone(),
-                applied_at.clone(),
-                ready.clone(),
-                cluster.clone(),
-            );
-            let (id, dir) = (*id, dir.path().to_owned());
-            std::thread::spawn(move || {
-                let mut register = open_register(&dir, &cluster, id);
-                // Provisioned once the worker sees it live.
-                while register.price() < 0 {
-                    register.wait(Duration::from_millis(50));
-                    register.take();
-                }
-                ready.wait();
-                while !stop.load(Ordering::Relaxed) {
-                    register.wait(Duration::from_millis(100));
-                    register.take();
-                    let price = register.price();
-                    let now = Instant::now();
-                    let change = price - 10_000;
-                    if change >= 0 && (change as usize) < changes {
-                        let mut applied = applied_at.lock().unwrap();
-                        let slot = &mut applied[change as usize][at];
-                        if slot.is_none() {
-                            *slot = Some(now);
-                        }
-                    }
-                }
-            })
-        })
+/// After 100 passes, then at every tenfold, and after `passes`.
+fn milestones(passes: i64) -> Vec<i64> {
+    let mut at: Vec<i64> = std::iter::successors(Some(100), |n| Some(n * 10))
+        .take_while(|n| *n < passes)
         .collect();
-    ready.wait();
+    at.push(passes.max(100));
+    at
+}
 
-    let worker: i32 = pg
-        .query_one(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let mut memory_after_100 = None;
-    let mut committed_at = Vec::with_capacity(changes);
-    let began = Instant::now();
-    for change in 0..changes {
-        if change == 100 {
-            memory_after_100 = private_mib(worker);
-        }
-        let price = 10_000 + change as i64;
-        pg.execute(
-            "UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'",
-            &[&price],
-        )
+fn memory(transport: Transport, passes: i64) {
+    let mut shop = WorkerShop::start(transport, 100, &[]);
+    let ids = shop.add_registers(1);
+    let fleet = Fleet::start(&shop.link(), &ids);
+    let provisioned = fleet.wait_until(Duration::from_secs(60), Duration::from_millis(20), |a| {
+        a.rows >= 100
+    });
+    assert!(provisioned, "the register took no snapshot");
+    fleet.forget_troubles();
+    let worker = shop.worker_pid();
+    let mut writer = shop.cluster.connect("shop");
+    let update = writer
+        .prepare("UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'")
         .unwrap();
-        committed_at.push(Instant::now());
-        // The next change once every register applied this one (or a
-        // second passed: it is then counted late, not lost).
-        let waiting = Instant::now();
-        loop {
-            let done = applied_at.lock().unwrap()[change]
-                .iter()
-                .all(Option::is_some);
-            if done || waiting.elapsed() > Duration::from_secs(1) {
-                break;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-    // Stragglers get a little longer.
-    std::thread::sleep(Duration::from_millis(500));
-    let took = began.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for thread in threads {
-        thread.join().unwrap();
-    }
-    let applied = applied_at.lock().unwrap();
-    let mut latencies = Vec::new();
-    let mut missed = 0;
-    for (change, per_register) in applied.iter().enumerate() {
-        for at in per_register {
-            match at {
-                Some(at) => latencies.push(ms(at.duration_since(committed_at[change]))),
-                None => missed += 1,
+    let began = Instant::now();
+    let first = shop.passes();
+    let failed = shop.failed_passes();
+    let mut commits = 0i64;
+    let mut figures: Vec<(i64, f64)> = Vec::new();
+    for milestone in milestones(passes) {
+        let mut done = shop.passes() - first;
+        while done < milestone {
+            writer.execute(&update, &[&commits]).unwrap();
+            commits += 1;
+            std::thread::sleep(Duration::from_millis(1));
+            if commits % 10 == 0 {
+                done = shop.passes() - first;
             }
         }
-    }
-    let (p50, p99) = median_and_p99(latencies);
-    let memory_at_end = private_mib(worker);
-    println!(
-        "  {registers:3} register(s): p50 {p50:6.2} ms, p99 {p99:6.2} ms (targets: 10 ms, 50 ms); \
-         {missed} of {} not seen applied (a later change overtook them); {:.1} s",
-        changes * registers,
-        took.as_secs_f64()
-    );
-    if let (Some(early), Some(late)) = (memory_after_100, memory_at_end) {
+        let Some(mib) = private_mib(worker) else {
+            println!("  the worker ({worker}) is gone: restarted?");
+            return;
+        };
         println!(
-            "      the worker's private memory: {early:.1} MiB after 100 changes, {late:.1} MiB after \
-             {changes}: {:.2}x (target: at most 1.2x)",
-            late / early
+            "  after {done:7} passes ({commits:7} commits, {:6.0} s): {mib:5.1} MiB",
+            began.elapsed().as_secs_f64()
+        );
+        figures.push((done, mib));
+    }
+    assert_eq!(shop.worker_pid(), worker, "the same worker throughout");
+    if let (Some((early_passes, early)), Some((late_passes, late))) =
+        (figures.first(), figures.last())
+    {
+        println!(
+            "  {late:.1} MiB after {late_passes} passes against {early:.1} MiB after \
+             {early_passes}: {:.2}x (target: at most 1.2x); {} passes failed and were tried \
+             again{}",
+            late / early,
+            shop.failed_passes() - failed,
+            troubles(&fleet)
         );
     }
 }
 
-/// A process's private resident memory now, in MiB (RssAnon).
-fn private_mib(pid: i32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
+fn troubles(fleet: &Fleet) -> String {
+    let troubles = fleet.troubles();
+    if troubles.count == 0 {
+        return String::new();
+    }
+    format!(
+        "; the register's loop reported {} trouble(s): {}",
+        troubles.count,
+        troubles.first.join("; ")
+    )
 }

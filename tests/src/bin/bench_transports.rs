@@ -1,0 +1,469 @@
+//! The transports' figures, measured side by side in one run, the relay
+//! worker relaying and every register running the real device loop on a
+//! SQLite file of its own (`magic_sync_tests::registers`: "applied" is the
+//! register's commit, stamped by SQLite's WAL hook):
+//!
+//! - commit to applied, over the queue and over NATS, with 1 and with 100
+//!   registers: a single-row UPDATE on the server, until each register's
+//!   transaction applying it committed; p50 and p99 over every change and
+//!   register;
+//! - the sustained change rate, each transport: writer connections
+//!   UPDATE products at an offered rate, stepped up, while 10 registers
+//!   apply them; per step the rate written, the rate each register
+//!   applied, and whether their lag stayed bounded;
+//! - one product changed while 200 registers are connected over NATS:
+//!   the time until the last one applied it, median and max of a few.
+//!
+//! Run on a release build: `cargo pgrx install --release -p magic_sync`,
+//! then `cargo run --release -p magic_sync_tests --bin bench_transports`.
+//! Options: `--only latency,rate,fleet` (the parts, all by default),
+//! `--transports queue,nats`; `--changes N` (1000), `--registers N` (100)
+//! and `--back-to-back` (each change as soon as the last was applied,
+//! rather than once the registers also said so) for commit to applied;
+//! `--rates 1000,2000,5000,...` (stepped up until the registers fall
+//! behind), `--step-seconds N` (20; 60 for the minute the target says),
+//! `--writers N` (4), `--rate-registers N` (10), `--products N` (100000)
+//! and `--lag-bound-ms N` (2000) for the sustained rate; `--fleet N` (200)
+//! and `--fleet-changes N` (10) for the fleet.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use magic_sync_tests::args::{arg, flag, text_arg};
+use magic_sync_tests::figures::{median_and_p99, ms, quantile};
+use magic_sync_tests::registers::Fleet;
+use magic_sync_tests::worker_shop::{Transport, WorkerShop};
+use uuid::Uuid;
+
+/// The prices commit to applied writes: above every product's own.
+const BASE_PRICE: i64 = 1_000_000_000;
+
+/// How long registers get to take their snapshots.
+const PROVISIONING: Duration = Duration::from_secs(600);
+
+fn main() {
+    // A register's thread that fails must end the run, not leave the rest
+    // waiting for it.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        std::process::exit(1);
+    }));
+    let only = text_arg("--only").unwrap_or_else(|| "latency,rate,fleet".to_owned());
+    let transports: Vec<Transport> = text_arg("--transports")
+        .unwrap_or_else(|| "queue,nats".to_owned())
+        .split(',')
+        .map(|t| Transport::parse(t).expect("--transports names queue or nats"))
+        .collect();
+    if only.contains("latency") {
+        latency_part(&transports);
+    }
+    if only.contains("rate") {
+        rate_part(&transports);
+    }
+    if only.contains("fleet") {
+        fleet_part();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Commit to applied.
+
+/// When the next change is made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spacing {
+    /// Once every register applied the last and said so (its loop waits
+    /// again): each change meets a server and registers with nothing to do.
+    AfterReports,
+    /// As soon as every register applied the last: the change's pass may
+    /// meet the registers' reports of the last one.
+    BackToBack,
+}
+
+fn latency_part(transports: &[Transport]) {
+    let changes = arg::<usize>("--changes", 1000);
+    let many = arg::<usize>("--registers", 100);
+    let spacing = if flag("--back-to-back") {
+        Spacing::BackToBack
+    } else {
+        Spacing::AfterReports
+    };
+    println!(
+        "Commit to applied, the worker relaying ({changes} changes, each {}; targets p50 10 ms, \
+         p99 50 ms)",
+        match spacing {
+            Spacing::AfterReports => "once every register applied the last and said so",
+            Spacing::BackToBack => "as soon as every register applied the last",
+        }
+    );
+    for &transport in transports {
+        let counts = if many > 1 { vec![1, many] } else { vec![1] };
+        for registers in counts {
+            commit_to_applied(transport, registers, changes, spacing);
+        }
+    }
+}
+
+fn commit_to_applied(transport: Transport, registers: usize, changes: usize, spacing: Spacing) {
+    let (mut shop, fleet) = shop_with_fleet(transport, 100, registers);
+    let failed = shop.failed_passes();
+    let began = Instant::now();
+    let latencies = changes_applied(&mut shop, &fleet, changes, spacing, Duration::from_secs(1));
+    let took = began.elapsed();
+    let failed = shop.failed_passes() - failed;
+    let mut samples = Vec::new();
+    let mut missed = 0;
+    for per_register in &latencies {
+        for latency in per_register {
+            match latency {
+                Some(ms) => samples.push(*ms),
+                None => missed += 1,
+            }
+        }
+    }
+    let late = samples.iter().filter(|ms| **ms > 1000.0).count();
+    let (p50, p99) = median_and_p99(samples);
+    println!(
+        "  {:5} {registers:3} register(s): p50 {p50:7.2} ms, p99 {p99:7.2} ms; \
+         {late} later than 1 s, {missed} never; {failed} passes failed and tried again; {:.1} s{}",
+        transport.name(),
+        took.as_secs_f64(),
+        troubles_of(&fleet)
+    );
+}
+
+/// The shop on `transport` with `products` products, and `registers`
+/// registers that took their snapshot.
+fn shop_with_fleet(transport: Transport, products: usize, registers: usize) -> (WorkerShop, Fleet) {
+    let mut shop = WorkerShop::start(transport, products, &[]);
+    let ids = shop.add_registers(registers);
+    let fleet = Fleet::start(&shop.link(), &ids);
+    let provisioned = fleet.wait_until(PROVISIONING, Duration::from_millis(50), |a| {
+        a.rows >= products as u64
+    });
+    assert!(
+        provisioned,
+        "the registers took no snapshot in {PROVISIONING:?}"
+    );
+    fleet.wait_until(PROVISIONING, Duration::from_millis(50), |a| a.idle);
+    fleet.forget_troubles();
+    (shop, fleet)
+}
+
+/// Changes 'Product 1' `changes` times, each once every register applied
+/// the one before, as `spacing` says (or `patience` passed: it is counted
+/// late, not lost). Answers, per change, each register's commit to applied
+/// in ms.
+fn changes_applied(
+    shop: &mut WorkerShop,
+    fleet: &Fleet,
+    changes: usize,
+    spacing: Spacing,
+    patience: Duration,
+) -> Vec<Vec<Option<f64>>> {
+    let update = shop
+        .pg
+        .prepare("UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'")
+        .unwrap();
+    let mut committed_at = Vec::with_capacity(changes);
+    for change in 0..changes {
+        let price = BASE_PRICE + change as i64;
+        shop.pg.execute(&update, &[&price]).unwrap();
+        committed_at.push(Instant::now());
+        fleet.wait_until(patience, Duration::from_millis(1), |a| {
+            a.top >= price && (a.idle || spacing == Spacing::BackToBack)
+        });
+    }
+    // Stragglers get a little longer.
+    fleet.wait_until(Duration::from_secs(2), Duration::from_millis(10), |a| {
+        a.top >= BASE_PRICE + changes as i64 - 1
+    });
+    committed_at
+        .iter()
+        .enumerate()
+        .map(|(change, committed)| {
+            fleet.each(|a| {
+                a.first_reaching(BASE_PRICE + change as i64)
+                    .map(|at| ms(at.saturating_duration_since(*committed)))
+            })
+        })
+        .collect()
+}
+
+fn troubles_of(fleet: &Fleet) -> String {
+    let troubles = fleet.troubles();
+    if troubles.count == 0 {
+        return String::new();
+    }
+    format!(
+        "\n      the loops reported {} trouble(s), the first: {}",
+        troubles.count,
+        troubles.first.join("; ")
+    )
+}
+
+// ---------------------------------------------------------------------------
+// The sustained change rate.
+
+fn rate_part(transports: &[Transport]) {
+    let rates: Vec<u64> = text_arg("--rates")
+        .unwrap_or_else(|| "1000,2000,5000,10000,20000,40000".to_owned())
+        .split(',')
+        .map(|r| r.trim().parse().expect("--rates lists rates per second"))
+        .collect();
+    let step = Step {
+        seconds: arg::<u64>("--step-seconds", 20),
+        writers: arg::<usize>("--writers", 4),
+        lag_bound: Duration::from_millis(arg::<u64>("--lag-bound-ms", 2000)),
+    };
+    let registers = arg::<usize>("--rate-registers", 10);
+    let products = arg::<usize>("--products", 100_000);
+    println!();
+    println!(
+        "The sustained change rate: {} writers UPDATE {products} products, {registers} registers \
+         apply them, {} s a step (target: at least 20,000 row changes/s; kept up: every \
+         register's lag under {} ms through the step's second half)",
+        step.writers,
+        step.seconds,
+        step.lag_bound.as_millis()
+    );
+    for &transport in transports {
+        let (mut shop, fleet) = shop_with_fleet(transport, products, registers);
+        let ids = shop.product_ids();
+        println!("  {}:", transport.name());
+        for &rate in &rates {
+            let kept_up = step.run(&shop, &fleet, &ids, rate);
+            if !kept_up {
+                break;
+            }
+        }
+        let troubles = troubles_of(&fleet);
+        if !troubles.is_empty() {
+            println!("   {troubles}");
+        }
+    }
+}
+
+struct Step {
+    seconds: u64,
+    writers: usize,
+    lag_bound: Duration,
+}
+
+/// What the registers looked like at one moment of a step.
+struct Sample {
+    at: Instant,
+    /// Each register's lag: how old the newest write it committed is.
+    lags: Vec<Duration>,
+}
+
+impl Step {
+    /// One step at `rate` writes a second; answers whether the registers
+    /// kept up.
+    fn run(&self, shop: &WorkerShop, fleet: &Fleet, ids: &[Uuid], rate: u64) -> bool {
+        let rows_before = fleet.each(|a| a.rows);
+        let failed = shop.failed_passes();
+        let began = Instant::now();
+        let since = micros_now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let written = Arc::new(AtomicU64::new(0));
+        let chunks: Vec<&[Uuid]> = ids.chunks(ids.len().div_ceil(self.writers)).collect();
+        let pace = rate as f64 / chunks.len() as f64;
+        let writers: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| start_writer(shop, chunk.to_vec(), pace, stop.clone(), written.clone()))
+            .collect();
+        let samples = self.sample(fleet, began, since);
+        stop.store(true, Ordering::Relaxed);
+        let newest = writers.into_iter().map(|w| w.join().unwrap()).max();
+        let elapsed = began.elapsed().as_secs_f64();
+        let rows_after = fleet.each(|a| a.rows);
+        let writes = written.load(Ordering::Relaxed);
+        let applied: Vec<f64> = rows_before
+            .iter()
+            .zip(&rows_after)
+            .map(|(before, after)| (after - before) as f64 / elapsed)
+            .collect();
+        let caught_up = Instant::now();
+        let newest = newest.flatten().unwrap_or(i64::MIN);
+        let drained = fleet.wait_until(Duration::from_secs(120), Duration::from_millis(20), |a| {
+            a.top >= newest
+        });
+        let catching_up = caught_up.elapsed();
+        self.report(rate, writes as f64 / elapsed, &applied, &samples);
+        let kept_up = self.kept_up(&samples);
+        println!(
+            "        {}; {} passes failed and were tried again; caught up {}",
+            if kept_up { "kept up" } else { "fell behind" },
+            shop.failed_passes() - failed,
+            if drained {
+                format!(
+                    "{:.1} s after the writers stopped",
+                    catching_up.as_secs_f64()
+                )
+            } else {
+                "not within 120 s".to_owned()
+            }
+        );
+        kept_up && drained
+    }
+
+    /// Samples every register's lag each 100 ms until the step's end.
+    fn sample(&self, fleet: &Fleet, began: Instant, since: i64) -> Vec<Sample> {
+        let end = began + Duration::from_secs(self.seconds);
+        let mut samples = Vec::new();
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = micros_now();
+            let lags = fleet.each(|a| {
+                let newest = a.top.max(since);
+                Duration::from_micros(now.saturating_sub(newest).max(0) as u64)
+            });
+            samples.push(Sample {
+                at: Instant::now(),
+                lags,
+            });
+        }
+        samples
+    }
+
+    /// Every register's lag in the step's second half under the bound.
+    fn kept_up(&self, samples: &[Sample]) -> bool {
+        second_half(samples)
+            .iter()
+            .all(|s| s.lags.iter().all(|lag| *lag <= self.lag_bound))
+    }
+
+    fn report(&self, rate: u64, written: f64, applied: &[f64], samples: &[Sample]) {
+        let mut sorted = applied.to_vec();
+        sorted.sort_by(|a, b| a.total_cmp(b));
+        let worst_lag = |samples: &[Sample]| {
+            samples
+                .iter()
+                .flat_map(|s| s.lags.iter())
+                .max()
+                .map_or(0.0, |d| ms(*d))
+        };
+        let half = second_half(samples);
+        let last = samples.last().map_or(&[][..], |s| &s.lags[..]);
+        let last_lag = last.iter().max().map_or(0.0, |d| ms(*d));
+        println!(
+            "    offered {rate:6}/s: written {written:7.0}/s; applied per register {:7.0}/s \
+             (slowest {:7.0}/s); lag: worst {:7.0} ms in the first half, {:7.0} ms in the second, \
+             {last_lag:7.0} ms at the end",
+            quantile(&sorted, 0.5),
+            sorted.first().copied().unwrap_or(0.0),
+            worst_lag(&samples[..samples.len() - half.len()]),
+            worst_lag(half),
+        );
+    }
+}
+
+fn second_half(samples: &[Sample]) -> &[Sample] {
+    let Some(first) = samples.first() else {
+        return samples;
+    };
+    let middle = first.at + (samples[samples.len() - 1].at - first.at) / 2;
+    let at = samples.partition_point(|s| s.at < middle);
+    &samples[at..]
+}
+
+/// Microseconds since the Unix epoch: the price a writer writes, which
+/// says when it wrote it.
+fn micros_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// A writer of its own connection: UPDATEs its products in turn, each to
+/// the time it writes it, `pace` a second (as many as it can if fewer),
+/// until stopped. Answers the newest price it wrote.
+fn start_writer(
+    shop: &WorkerShop,
+    products: Vec<Uuid>,
+    pace: f64,
+    stop: Arc<AtomicBool>,
+    written: Arc<AtomicU64>,
+) -> std::thread::JoinHandle<Option<i64>> {
+    let mut pg = shop.cluster.connect("shop");
+    std::thread::spawn(move || {
+        let update = pg
+            .prepare("UPDATE shop.products SET price_cents = $1 WHERE id = $2")
+            .unwrap();
+        let began = Instant::now();
+        let mut newest = None;
+        let mut count = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            let due = began + Duration::from_secs_f64(count as f64 / pace);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            let price = micros_now();
+            let product = products[count as usize % products.len()];
+            pg.execute(&update, &[&price, &product]).unwrap();
+            newest = Some(price);
+            count += 1;
+            written.fetch_add(1, Ordering::Relaxed);
+        }
+        newest
+    })
+}
+
+// ---------------------------------------------------------------------------
+// One change, 200 registers over NATS.
+
+fn fleet_part() {
+    let registers = arg::<usize>("--fleet", 200);
+    let changes = arg::<usize>("--fleet-changes", 10);
+    println!();
+    println!(
+        "One product changed, {registers} registers over NATS: until the last applied it \
+         ({changes} changes; target: at most 1 s)"
+    );
+    let began = Instant::now();
+    let (mut shop, fleet) = shop_with_fleet(Transport::Nats, 100, registers);
+    println!(
+        "  {} registers provisioned in {:.1} s",
+        fleet.len(),
+        began.elapsed().as_secs_f64()
+    );
+    // Apart, as a fleet sees changes: each alone.
+    let mut last = Vec::new();
+    let mut missed = 0;
+    let failed = shop.failed_passes();
+    let latencies = changes_applied(
+        &mut shop,
+        &fleet,
+        changes,
+        Spacing::AfterReports,
+        Duration::from_secs(10),
+    );
+    let failed = shop.failed_passes() - failed;
+    for per_register in latencies {
+        match per_register.iter().copied().collect::<Option<Vec<f64>>>() {
+            Some(all) => last.push(all.into_iter().fold(0.0, f64::max)),
+            None => missed += 1,
+        }
+    }
+    last.sort_by(|a, b| a.total_cmp(b));
+    if last.is_empty() {
+        println!("  no change reached every register");
+        return;
+    }
+    println!(
+        "  the last register applied it after: median {:.1} ms, max {:.1} ms (each: {}); \
+         {missed} change(s) some register never applied; {failed} passes failed and tried \
+         again{}",
+        quantile(&last, 0.5),
+        last[last.len() - 1],
+        last.iter()
+            .map(|ms| format!("{ms:.0}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        troubles_of(&fleet)
+    );
+}
