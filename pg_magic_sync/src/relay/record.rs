@@ -101,8 +101,11 @@ const FLUSH_BYTES: usize = 8 << 20;
 /// answers them all (sql/relay.sql undoes the pass, sets them aside and
 /// plans again).
 pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut Steps) -> Recorded {
-    spi::run(FORGET_PROVISIONED);
-    let mut writer = Writer::new(epoch, members(), end_of_snapshot(tables), steps);
+    let members = members();
+    if members.values().flatten().any(|m| m.provision) {
+        spi::run(FORGET_PROVISIONED);
+    }
+    let mut writer = Writer::new(epoch, members, end_of_snapshot(tables), steps);
     let mut too_large = Vec::new();
     let cohorts = parts_by_cohort();
     // Only a whole table's rows are read by partition.
