@@ -145,3 +145,40 @@ fn over_the_queue_a_change_wakes_the_loop_and_a_receipt_written_offline_is_filed
     );
     assert_eq!(shop.receipts(), [(receipt, me, 1250)]);
 }
+
+#[test]
+fn the_workers_passes_never_fail_for_the_reports_registers_file_meanwhile() {
+    // Each register files a report after every message it applies, while
+    // the worker passes back to back: a filing that commits during a pass
+    // must not make the pass start over (it would wait a backoff).
+    use magic_sync_tests::registers::Fleet;
+    use magic_sync_tests::worker_shop::{Transport, WorkerShop};
+
+    let mut shop = WorkerShop::start(Transport::Queue, 10, &[]);
+    let ids = shop.add_registers(3);
+    let fleet = Fleet::start(&shop.link(), &ids);
+    assert!(
+        fleet.wait_until(PATIENCE, Duration::from_millis(20), |a| a.rows >= 10),
+        "the registers took their snapshots"
+    );
+    let mut writer = shop.cluster.connect("shop");
+    let update = writer
+        .prepare("UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'")
+        .unwrap();
+    let last = 1_000_000 + 600;
+    for price in 1_000_000..=last {
+        writer.execute(&update, &[&price]).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(
+        fleet.wait_until(PATIENCE, Duration::from_millis(20), |a| a.top >= last),
+        "every register applied the last change"
+    );
+    let log = shop.cluster.log();
+    let failures: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("a pass failed"))
+        .collect();
+    assert!(failures.is_empty(), "passes failed: {failures:#?}");
+    assert_eq!(fleet.troubles().count, 0, "{:?}", fleet.troubles().first);
+}

@@ -109,6 +109,33 @@ fn changes_reach_the_registers_with_no_relay_called() {
 }
 
 #[test]
+fn what_the_worker_deleted_is_counted_for_autovacuum_while_it_runs() {
+    // A worker that never flushed its statistics would hide the dead rows
+    // of the notes it planned from autovacuum until it exited.
+    let (mut shop, mut register) = a_register_holding_tea();
+    let pid = worker_pid(&mut shop.pg);
+    for price in [260, 270, 280] {
+        shop.run(&format!(
+            "UPDATE shop.products SET price_cents = {price} WHERE name = 'Tea'"
+        ));
+        deliver_when_relayed(&mut shop, &mut register);
+    }
+    wait_until("the notes' deletions in pg_stat_user_tables", || {
+        let deleted: i64 = shop
+            .pg
+            .query_one(
+                "SELECT coalesce(sum(n_tup_del), 0)::int8 FROM pg_stat_user_tables \
+                  WHERE schemaname = 'sync' AND relname = 'notes'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        deleted >= 4
+    });
+    assert_eq!(worker_pid(&mut shop.pg), pid, "the same worker throughout");
+}
+
+#[test]
 fn a_device_listening_on_its_channel_is_woken_when_its_messages_wait() {
     let (mut shop, mut register) = a_register_holding_tea();
     let a = register.me();

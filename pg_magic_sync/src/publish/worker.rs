@@ -30,6 +30,7 @@ use serde_json::Value;
 use super::push::Push;
 use super::transaction::{spi_failure, transaction, Failure};
 use crate::note::wake;
+use crate::relay::gate;
 use crate::settings;
 
 /// The name the worker shows in `pg_stat_activity.backend_type`.
@@ -51,6 +52,14 @@ const EXTENSION_LOOKED_FOR_EVERY: Duration = Duration::from_secs(2);
 /// piles up; the flush is kept, being cheap, as a bound on whatever else
 /// does (it also makes the next pass check the declarations again).
 const FLUSH_CACHES_EVERY: u32 = 256;
+
+/// The most memory the worker's scratch tables keep their pages in, in
+/// pages of 8 kB (1 MB). PostgreSQL takes buffers for temporary tables as
+/// pages are first used and keeps them for the session: with the default
+/// 8 MB the worker's memory crept up by that much over its first ten
+/// thousand passes. A small pass fits in 1 MB, a large one goes through
+/// the kernel's page cache either way.
+const TEMP_BUFFER_PAGES: i32 = 128;
 
 /// Every how often the worker logs what waits for someone, if anything.
 const REPORT_EVERY: Duration = Duration::from_secs(300);
@@ -143,6 +152,7 @@ pub extern "C-unwind" fn magic_sync_relay_main(_arg: pg_sys::Datum) {
         "{NAME}: connecting to database \"{database}\" (magic_sync.database or sync.start_relay())"
     );
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
+    limit_temp_buffers();
     // SAFETY: connected: MyDatabaseId is this worker's database.
     let oid = unsafe { pg_sys::MyDatabaseId };
     if !wake::register_worker(oid) && wake::commits_wake() {
@@ -216,7 +226,14 @@ impl Worker {
                 match wait(self.next_wait(), self.push.socket()) {
                     Wake::Stop => break,
                     Wake::Latch => woken = true,
-                    Wake::Ups | Wake::Timeout => woken = false,
+                    // Filed first, so that the round sees what they call
+                    // for (a replica to provision again, rows to send on):
+                    // a pass only if work waits then.
+                    Wake::Ups => {
+                        self.publish();
+                        woken = true;
+                    }
+                    Wake::Timeout => woken = false,
                 }
                 if BackgroundWorker::sigterm_received() {
                     break;
@@ -228,6 +245,7 @@ impl Worker {
             }
             let only_if_work_waits = woken && !self.starting && self.retry_at.is_none();
             woken = false;
+            show_activity(pg_sys::BackendState::STATE_RUNNING, c"relay round");
             more = match self.round(only_if_work_waits) {
                 Ok(Round::Relayed { more }) => {
                     self.retry_at = None;
@@ -255,6 +273,8 @@ impl Worker {
             };
             more |= self.check_if_due();
             self.report_if_due();
+            show_activity(pg_sys::BackendState::STATE_IDLE, c"");
+            flush_statistics(!more);
         }
         pgrx::log!("{NAME}: stopping (database \"{}\")", self.database);
     }
@@ -312,17 +332,11 @@ impl Worker {
             Spi::get_one_with_args::<pgrx::JsonB>(BEFORE_PASS, &[starting.into()])
         })?
         .map_err(|e| spi_failure(BEFORE_PASS, e))?;
-        let summary = loop {
-            // A pass whose snapshot another pass overtook answers NULL and
-            // rolls back: it starts over with a fresh snapshot.
-            let summary = transaction(true, || {
-                Spi::get_one_with_args::<pgrx::JsonB>(PASS, &[starting.into()])
-            })?
-            .map_err(|e| spi_failure(PASS, e))?;
-            if let Some(summary) = summary {
-                break summary.0;
-            }
-        };
+        // No filing meanwhile (relay/gate.rs), however the pass ends.
+        transaction(false, gate::close)?;
+        let passed = pass(starting);
+        transaction(false, gate::open)?;
+        let summary = passed?;
         self.passes += 1;
         if self.passes >= FLUSH_CACHES_EVERY {
             self.passes = 0;
@@ -414,12 +428,67 @@ impl Worker {
     }
 }
 
+/// Runs a pass, again while another pass overtook its snapshot (it answers
+/// NULL and rolls back, and starts over with a fresh snapshot).
+fn pass(starting: bool) -> Result<Value, Failure> {
+    loop {
+        let summary = transaction(true, || {
+            Spi::get_one_with_args::<pgrx::JsonB>(PASS, &[starting.into()])
+        })?
+        .map_err(|e| spi_failure(PASS, e))?;
+        if let Some(summary) = summary {
+            return Ok(summary.0);
+        }
+    }
+}
+
 fn notes_of(summary: &Value) -> i64 {
     summary["notes"].as_i64().unwrap_or(0)
 }
 
 fn notes_per_pass() -> i64 {
     i64::from(settings::NOTES_PER_PASS.get())
+}
+
+/// Keeps the worker's buffers for temporary tables to TEMP_BUFFER_PAGES,
+/// or fewer if the server's configuration says so.
+fn limit_temp_buffers() {
+    // SAFETY: a GUC's variable, read on the main thread, the only one that
+    // touches PostgreSQL's state.
+    if unsafe { pg_sys::num_temp_buffers } <= TEMP_BUFFER_PAGES {
+        return;
+    }
+    let pages = std::ffi::CString::new(TEMP_BUFFER_PAGES.to_string()).expect("digits");
+    // SAFETY: the worker has just connected and made no temporary table
+    // yet, so PostgreSQL accepts a new size (later it would refuse it);
+    // both strings are copied by SetConfigOption.
+    unsafe {
+        pg_sys::SetConfigOption(
+            c"temp_buffers".as_ptr(),
+            pages.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+        );
+    }
+}
+
+/// Shows what the worker does in `pg_stat_activity` (`state`, `query`).
+fn show_activity(state: pg_sys::BackendState::Type, doing: &std::ffi::CStr) {
+    // SAFETY: the worker's main loop; PostgreSQL copies the text into the
+    // process's own slot of shared memory before returning.
+    unsafe { pg_sys::pgstat_report_activity(state, doing.as_ptr()) };
+}
+
+/// Hands the counts of what the worker's transactions did (rows inserted
+/// and deleted, functions called) to the statistics PostgreSQL keeps. A
+/// background worker never flushes them by itself: without this,
+/// autovacuum would not see the dead rows its passes leave in the notes
+/// and the outbox. Between passes run back to back, at most once a second;
+/// before a sleep (`force`), always.
+fn flush_statistics(force: bool) {
+    // SAFETY: the worker's main loop, outside any transaction, where
+    // PostgreSQL's own idle loop calls it.
+    unsafe { pg_sys::pgstat_report_stat(force) };
 }
 
 /// What ended a worker's sleep.

@@ -42,6 +42,7 @@ use self::senders::Sender;
 use crate::catalog::{self, Declared};
 use crate::error::Error;
 use crate::receive::standing::Standing;
+use crate::relay::gate;
 use crate::settings;
 
 fn dropped(replica: Uuid, why: &str) -> Value {
@@ -119,6 +120,8 @@ pub fn file_up(replica: Uuid, bytes: &[u8]) -> Value {
     if let Some(why) = beyond_limits(&up, bytes.len()) {
         return dropped(replica, &why);
     }
+    // Not while the relay worker's pass runs: it would have to start over.
+    gate::pass_through();
     let Some(mut sender) = senders::recognise(replica) else {
         return json!({ "verdict": "unknown sender" });
     };

@@ -6,6 +6,7 @@
 //! steps, in that order.
 
 pub mod scratch;
+pub mod gate;
 pub mod epochs;
 pub mod observe;
 pub mod plan;

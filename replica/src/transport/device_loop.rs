@@ -8,8 +8,8 @@
 //! unacknowledged, and the messages behind it wait with it; the loop tries
 //! it again after a pause that doubles each time. Then it sends every Up
 //! of every lane (`Replica::next_up` until there is none), `sent` once the
-//! transport took one, `refused` when it would not. Having sent something
-//! it takes again before waiting, since the answer may be waiting already
+//! transport took one, `refused` when it would not. Having sent an upload
+//! it takes again before waiting, since its answer may be waiting already
 //! (the queue's `Filed` is). Otherwise it waits for news: a message, a
 //! poke (the program wrote rows), or `poll_every` passing, in case the
 //! transport missed telling.
@@ -232,11 +232,12 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     }
 
     /// Sends every Up the replica has, of every lane; answers whether it
-    /// sent any.
+    /// sent an upload, whose answer (a `Filed`) is then to be taken. An Up
+    /// that only says what the replica applied is answered by nothing.
     fn send_ups(&mut self) -> Result<bool, Fault> {
         // What was written before now goes in this turn.
         self.control.take_poke();
-        let mut sent = false;
+        let mut sent_upload = false;
         while !self.control.is_stopping() {
             let Some(up) = self.replica.next_up().map_err(Fault::Replica)? else {
                 break;
@@ -245,7 +246,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                 Ok(()) => {
                     self.replica.sent(&up).map_err(Fault::Replica)?;
                     self.pauses.reset();
-                    sent = true;
+                    sent_upload |= up.number().is_some();
                     (self.report)(Status::Sent {
                         lane: up.lane.clone(),
                         upload: up.number(),
@@ -275,7 +276,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                 }
             }
         }
-        Ok(sent)
+        Ok(sent_upload)
     }
 
     /// Waits for news: a message, a poke, a stop, or `poll_every` passing

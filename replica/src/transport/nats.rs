@@ -58,11 +58,10 @@ use super::{Delivery, Transport, Waker};
 use crate::{Error, Replica, Upload};
 
 /// How long `next` gives a pull already waiting at the server to hand over
-/// what it has...
+/// what it has. With none waiting, `next` asks for what is there now, and
+/// the server answers at once, with a message or with none. Either way a
+/// message that comes later is taken by the wait that follows.
 const PULL_IN_HAND: Duration = Duration::from_millis(10);
-/// ...and a new pull, which takes a round trip. Either way a message that
-/// comes later is taken by the wait that follows.
-const NEW_PULL: Duration = Duration::from_millis(200);
 
 /// What the device says of its NATS installation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -252,6 +251,53 @@ impl Nats {
             }
         })
     }
+
+    /// Asks the server for the next message, if one waits now, into
+    /// `stash` (a pull that does not wait: the answer is a message, or
+    /// that there is none). Only while no other pull is at the server.
+    fn take_waiting(&mut self) -> Result<(), Error> {
+        if self.stash.is_some() {
+            return Ok(());
+        }
+        let Nats {
+            settings,
+            me,
+            runtime,
+            link,
+            stash,
+            ..
+        } = self;
+        let link = link.as_mut().ok_or_else(not_connected)?;
+        runtime.block_on(async {
+            link.check()?;
+            let Some(consumer) = link.consumer(&settings.down_stream, *me).await? else {
+                return Ok(());
+            };
+            let mut batch = consumer
+                .fetch()
+                .max_messages(1)
+                .messages()
+                .await
+                .map_err(|e| Error::TransportDown(format!("a fetch: {e}")))?;
+            let answer = tokio::time::timeout(settings.request_timeout, batch.next()).await;
+            match answer {
+                Ok(Some(Ok(message))) => *stash = Some(message),
+                Ok(Some(Err(e))) => {
+                    link.consumer = None;
+                    return Err(Error::TransportDown(format!("a fetch: {e}")));
+                }
+                // Nothing waits.
+                Ok(None) => {}
+                Err(_) => {
+                    return Err(Error::TransportDown(format!(
+                        "a fetch went unanswered for {:?}",
+                        settings.request_timeout
+                    )))
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 impl Link {
@@ -361,12 +407,11 @@ impl Transport for Nats {
     }
 
     fn next(&mut self) -> Result<Option<Delivery<Delivered>>, Error> {
-        let grace = if self.pull.is_some() {
-            PULL_IN_HAND
+        if self.pull.is_some() {
+            self.pull_for(PULL_IN_HAND, false)?;
         } else {
-            NEW_PULL
-        };
-        self.pull_for(grace, false)?;
+            self.take_waiting()?;
+        }
         Ok(self.stash.take().map(|message| Delivery {
             bytes: message.payload.to_vec(),
             handle: Delivered(message),

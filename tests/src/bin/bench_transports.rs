@@ -24,7 +24,10 @@
 //! behind), `--step-seconds N` (20; 60 for the minute the target says),
 //! `--writers N` (4), `--rate-registers N` (10), `--products N` (100000)
 //! and `--lag-bound-ms N` (2000) for the sustained rate; `--fleet N` (200)
-//! and `--fleet-changes N` (10) for the fleet.
+//! and `--fleet-changes N` (10) for the fleet; `--profile` prints, after
+//! each commit-to-applied run, the server's functions that took the most
+//! time (`track_functions`), and the statements, those run inside them
+//! too (`pg_stat_statements`), per call.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -131,12 +134,68 @@ fn commit_to_applied(transport: Transport, registers: usize, changes: usize, spa
         took.as_secs_f64(),
         troubles_of(&fleet)
     );
+    if flag("--profile") {
+        print_profile(&mut shop);
+    }
+}
+
+/// The server's functions that took the most time over the run (the
+/// worker's and the registers' backends alike), with `--profile`.
+fn print_profile(shop: &mut WorkerShop) {
+    // Backends hand in their counts within a second of going idle.
+    std::thread::sleep(Duration::from_millis(1500));
+    let rows = shop
+        .pg
+        .query(
+            "SELECT schemaname || '.' || funcname, calls, \
+                    total_time / calls, self_time / calls \
+               FROM pg_stat_user_functions ORDER BY total_time DESC LIMIT 12",
+            &[],
+        )
+        .unwrap();
+    println!(
+        "      {:<44} {:>8} {:>10} {:>10}",
+        "function", "calls", "ms/call", "own ms"
+    );
+    for row in rows {
+        let (name, calls, total, own): (String, i64, f64, f64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        println!("      {name:<44} {calls:>8} {total:>10.3} {own:>10.3}");
+    }
+    // Every statement, those the functions run inside them too.
+    let rows = shop
+        .pg
+        .query(
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90), calls, mean_exec_time \
+               FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
+            &[],
+        )
+        .unwrap();
+    println!("      {:<90} {:>8} {:>8}", "statement", "calls", "ms/call");
+    for row in rows {
+        let (query, calls, mean): (String, i64, f64) = (row.get(0), row.get(1), row.get(2));
+        println!("      {query:<90} {calls:>8} {mean:>8.3}");
+    }
 }
 
 /// The shop on `transport` with `products` products, and `registers`
 /// registers that took their snapshot.
 fn shop_with_fleet(transport: Transport, products: usize, registers: usize) -> (WorkerShop, Fleet) {
-    let mut shop = WorkerShop::start(transport, products, &[]);
+    let profiled: &[&str] = if flag("--profile") {
+        &[
+            "track_functions=all",
+            "shared_preload_libraries=magic_sync,pg_stat_statements",
+            "pg_stat_statements.track=all",
+        ]
+    } else {
+        &[]
+    };
+    let mut shop = WorkerShop::start(transport, products, profiled);
+    if flag("--profile") {
+        shop.pg
+            .batch_execute("CREATE EXTENSION pg_stat_statements")
+            .unwrap();
+    }
     let ids = shop.add_registers(registers);
     let fleet = Fleet::start(&shop.link(), &ids);
     let provisioned = fleet.wait_until(PROVISIONING, Duration::from_millis(50), |a| {

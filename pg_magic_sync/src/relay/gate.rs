@@ -1,0 +1,40 @@
+//! The filing gate: while the relay worker runs a pass, nothing files an
+//! Up or acknowledges a message, and a pass waits for those in progress.
+//!
+//! A pass runs in a REPEATABLE READ transaction and writes the rows that
+//! filing writes too (a replica's row in `sync.replicas`, its outbox).
+//! Filing that commits after the pass's snapshot was taken makes the pass
+//! fail ("could not serialize access"), and with devices reporting after
+//! every message that happened to a third of the passes. So the worker
+//! closes the gate (an advisory lock of the session, taken before the
+//! pass's transaction begins, so its snapshot sees every filing before it)
+//! and opens it once the pass ended, however it ended; filing takes the
+//! gate shared, for its transaction, and filings never wait on each other.
+//!
+//! `CALL sync.relay()` does not close it: a serialization failure there is
+//! the caller's to retry, as before.
+
+use crate::spi;
+
+/// The gate's advisory lock: the relay's own key (`sync_internal.claim_relay`)
+/// plus one.
+const CLOSE: &str = "SELECT pg_advisory_lock(7809643163296757359)";
+const OPEN: &str = "SELECT pg_advisory_unlock(7809643163296757359)";
+const PASS_THROUGH: &str = "SELECT pg_advisory_xact_lock_shared(7809643163296757359)";
+
+/// Closes the gate for the session: call in a transaction of its own,
+/// before the pass's.
+pub fn close() {
+    spi::run(CLOSE);
+}
+
+/// Opens it again: call in a transaction of its own, after the pass's.
+pub fn open() {
+    spi::run(OPEN);
+}
+
+/// Waits while a pass runs, then holds the gate open until this
+/// transaction ends: call before filing anything.
+pub fn pass_through() {
+    spi::run(PASS_THROUGH);
+}
