@@ -67,6 +67,12 @@ extension_sql_file!(
     name = "publish",
     requires = ["schema"]
 );
+// The status reads (docs/src/status.md).
+extension_sql_file!(
+    "../../sql/status.sql",
+    name = "status",
+    requires = ["schema"]
+);
 // Last, once every function exists: EXECUTE on the engine's own taken from
 // PUBLIC.
 extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize);
