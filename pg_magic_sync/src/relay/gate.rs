@@ -1,5 +1,5 @@
-//! The filing gate: while the relay worker runs a pass, nothing files an
-//! Up or acknowledges a message, and a pass waits for those in progress.
+//! The filing gate: while the relay worker runs a pass, no Up is filed,
+//! and a pass waits for the filings in progress.
 //!
 //! A pass runs in a REPEATABLE READ transaction and writes the rows that
 //! filing writes too (a replica's row in `sync.replicas`, its outbox).
@@ -11,8 +11,11 @@
 //! and opens it once the pass ended, however it ended; filing takes the
 //! gate shared, for its transaction, and filings never wait on each other.
 //!
-//! `CALL sync.relay()` does not close it: a serialization failure there is
-//! the caller's to retry, as before.
+//! Acknowledgements pass freely: they only delete a message from the
+//! outbox, which a pass touches only when it provisions that replica
+//! again, and a device blocked at each acknowledgement would take one
+//! message per pass. `CALL sync.relay()` does not close the gate: a
+//! serialization failure there is the caller's to retry, as before.
 
 use crate::spi;
 

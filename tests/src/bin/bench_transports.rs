@@ -301,6 +301,9 @@ fn rate_part(transports: &[Transport]) {
         if !troubles.is_empty() {
             println!("   {troubles}");
         }
+        if flag("--profile") {
+            print_profile(&mut shop);
+        }
     }
 }
 
