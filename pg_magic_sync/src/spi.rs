@@ -1,9 +1,106 @@
 //! Small helpers over SPI: running the engine's SQL and converting values.
+//!
+//! A statement with parameters, and one asked for with `fixed`, is
+//! prepared once per session and its plan kept: planning the engine's
+//! short statements cost as much as running them (filing an Up runs about
+//! ten). Statements over a pass's scratch tables are planned each time,
+//! since those tables change size from one pass to the next.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::mem::ManuallyDrop;
+use std::rc::Rc;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::prelude::*;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient};
+use pgrx::PgOid;
 
 use crate::error::Error;
+
+/// Plans kept per statement text: whether it writes, the types of its
+/// arguments, the plan.
+type Kept = Vec<(bool, Vec<pg_sys::Oid>, Rc<KeptPlan>)>;
+
+/// A plan SPI keeps for the rest of the session. Never freed: PostgreSQL
+/// frees it with the process, and freeing it from Rust as the process
+/// exits (thread-local destructors) would run SPI with nothing set up.
+struct KeptPlan(ManuallyDrop<OwnedPreparedStatement>);
+
+thread_local! {
+    static PLANS: RefCell<HashMap<String, Kept>> = RefCell::new(HashMap::new());
+}
+
+/// The most statements whose plans a session keeps; past it, new ones are
+/// planned each time (the engine's fixed statements are far fewer).
+const MOST_PLANS: usize = 1024;
+
+/// Whether a statement's plan is kept: the scratch tables' statements are
+/// left to plan for the sizes their tables have at each pass.
+fn worth_keeping(sql: &str, args: &[DatumWithOid], fixed: bool) -> bool {
+    (fixed || !args.is_empty()) && !sql.contains("sync_pass_")
+}
+
+/// The kept plan of `sql` for these arguments, prepared now if it is not
+/// kept yet; None when it is not to be kept.
+fn kept_plan(
+    client: &SpiClient<'_>,
+    sql: &str,
+    args: &[DatumWithOid],
+    writes: bool,
+    fixed: bool,
+) -> Option<Rc<KeptPlan>> {
+    if !worth_keeping(sql, args, fixed) {
+        return None;
+    }
+    let types: Vec<pg_sys::Oid> = args.iter().map(|a| a.oid()).collect();
+    let found = PLANS.with(|plans| {
+        plans.borrow().get(sql).and_then(|kept| {
+            kept.iter()
+                .find(|(w, t, _)| *w == writes && *t == types)
+                .map(|(_, _, plan)| plan.clone())
+        })
+    });
+    if found.is_some() {
+        return found;
+    }
+    if PLANS.with(|plans| plans.borrow().len()) >= MOST_PLANS {
+        return None;
+    }
+    let oids: Vec<PgOid> = types.iter().map(|t| PgOid::from(*t)).collect();
+    let prepared = if writes {
+        client.prepare_mut(sql, &oids)
+    } else {
+        client.prepare(sql, &oids)
+    }
+    .unwrap_or_else(|e| Error::spi(sql, e).raise());
+    let plan = Rc::new(KeptPlan(ManuallyDrop::new(prepared.keep())));
+    PLANS.with(|plans| {
+        plans
+            .borrow_mut()
+            .entry(sql.to_owned())
+            .or_default()
+            .push((writes, types, plan.clone()))
+    });
+    Some(plan)
+}
+
+/// Runs `sql` (or its kept plan) through a client that may write.
+fn execute<'conn>(
+    client: &mut SpiClient<'conn>,
+    sql: &str,
+    limit: Option<i64>,
+    args: &[DatumWithOid],
+    fixed: bool,
+) -> pgrx::spi::SpiTupleTable<'conn> {
+    // The plan is cloned out of the cache first: running it may file or
+    // relay through these same helpers.
+    let outcome = match kept_plan(client, sql, args, true, fixed) {
+        Some(plan) => client.update(&*plan.0, limit, args),
+        None => client.update(sql, limit, args),
+    };
+    outcome.unwrap_or_else(|e| Error::spi(sql, e).raise())
+}
 
 /// Runs SQL that answers no rows; a failure is the statement's own error.
 pub fn run(sql: &str) {
@@ -12,27 +109,22 @@ pub fn run(sql: &str) {
 
 /// Runs SQL with arguments that answers no rows.
 pub fn run_with(sql: &str, args: &[DatumWithOid]) {
-    Spi::run_with_args(sql, args).unwrap_or_else(|e| Error::spi(sql, e).raise());
+    Spi::connect_mut(|client| {
+        execute(client, sql, None, args, false);
+    });
 }
 
 /// Runs SQL with arguments that writes rows and answers none: answers how
 /// many it wrote.
 pub fn run_counting(sql: &str, args: &[DatumWithOid]) -> u64 {
-    Spi::connect_mut(|client| {
-        let written = client
-            .update(sql, None, args)
-            .unwrap_or_else(|e| Error::spi(sql, e).raise());
-        written.len() as u64
-    })
+    Spi::connect_mut(|client| execute(client, sql, None, args, false).len() as u64)
 }
 
 /// The first column of the first row of a query, if it answers a row and
 /// that value is not null.
 pub fn one<T: FromDatum + IntoDatum>(sql: &str, args: &[DatumWithOid]) -> Option<T> {
     Spi::connect_mut(|client| {
-        let mut rows = client
-            .update(sql, Some(1), args)
-            .unwrap_or_else(|e| Error::spi(sql, e).raise());
+        let mut rows = execute(client, sql, Some(1), args, false);
         rows.next().and_then(|row| row.get::<T>(1).ok().flatten())
     })
 }
@@ -137,10 +229,27 @@ pub fn select<R>(
     args: &[DatumWithOid],
     read: impl FnOnce(pgrx::spi::SpiTupleTable) -> R,
 ) -> R {
+    select_kept(sql, limit, args, false, read)
+}
+
+/// As `select`, for a fixed query with no parameters that runs often (the
+/// declarations): its plan is kept too.
+pub fn select_fixed<R>(sql: &'static str, read: impl FnOnce(pgrx::spi::SpiTupleTable) -> R) -> R {
+    select_kept(sql, None, &[], true, read)
+}
+
+fn select_kept<R>(
+    sql: &str,
+    limit: Option<i64>,
+    args: &[DatumWithOid],
+    fixed: bool,
+    read: impl FnOnce(pgrx::spi::SpiTupleTable) -> R,
+) -> R {
     Spi::connect(|client| {
-        let rows = client
-            .select(sql, limit, args)
-            .unwrap_or_else(|e| Error::spi(sql, e).raise());
-        read(rows)
+        let outcome = match kept_plan(&client, sql, args, false, fixed) {
+            Some(plan) => client.select(&*plan.0, limit, args),
+            None => client.select(sql, limit, args),
+        };
+        read(outcome.unwrap_or_else(|e| Error::spi(sql, e).raise()))
     })
 }

@@ -450,8 +450,8 @@ fn jsonb<T: Serialize>(value: &T) -> pgrx::JsonB {
 }
 
 /// Each row a query answers, its one column a jsonb that reads as `T`.
-fn read_rows<T: DeserializeOwned>(sql: &str, what: &str) -> Result<Vec<T>, Error> {
-    let values: Vec<Value> = spi::select(sql, None, &[], |rows| {
+fn read_rows<T: DeserializeOwned>(sql: &'static str, what: &str) -> Result<Vec<T>, Error> {
+    let values: Vec<Value> = spi::select_fixed(sql, |rows| {
         rows.map(|row| spi::column::<pgrx::JsonB>(&row, 1, what).0)
             .collect()
     });
@@ -467,7 +467,7 @@ pub fn replicas() -> Option<Replicas> {
 
 /// The rows of every declared table, parents first.
 pub fn table_rows() -> Vec<TableRows> {
-    let values: Vec<Value> = spi::select(DECLARATIONS, None, &[], |rows| {
+    let values: Vec<Value> = spi::select_fixed(DECLARATIONS, |rows| {
         rows.map(|row| spi::column::<pgrx::JsonB>(&row, 1, "a declaration").0)
             .collect()
     });

@@ -166,15 +166,20 @@ fn print_profile(shop: &mut WorkerShop) {
     let rows = shop
         .pg
         .query(
-            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90), calls, mean_exec_time \
-               FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
+            "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90), calls, mean_exec_time, \
+                    mean_plan_time \
+               FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 25",
             &[],
         )
         .unwrap();
-    println!("      {:<90} {:>8} {:>8}", "statement", "calls", "ms/call");
+    println!(
+        "      {:<90} {:>8} {:>8} {:>8}",
+        "statement", "calls", "ms/call", "planning"
+    );
     for row in rows {
-        let (query, calls, mean): (String, i64, f64) = (row.get(0), row.get(1), row.get(2));
-        println!("      {query:<90} {calls:>8} {mean:>8.3}");
+        let (query, calls, mean, plan): (String, i64, f64, f64) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        println!("      {query:<90} {calls:>8} {mean:>8.3} {plan:>8.3}");
     }
 }
 
@@ -186,6 +191,7 @@ fn shop_with_fleet(transport: Transport, products: usize, registers: usize) -> (
             "track_functions=all",
             "shared_preload_libraries=magic_sync,pg_stat_statements",
             "pg_stat_statements.track=all",
+            "pg_stat_statements.track_planning=on",
         ]
     } else {
         &[]
