@@ -46,7 +46,7 @@ RETURNS TABLE (replica text, state text, pending int, owed int, unconfirmed bool
                provisioning boolean, backlog boolean, set_aside int, held_back int,
                waiting int, refused int, kept int, failures int)
 LANGUAGE sql AS $$
-    SELECT right(r ->> 'id', 1), r ->> 'state', (w ->> 'pending')::int, (w ->> 'owed')::int,
+    SELECT right(r ->> 'id', 1), r ->> 'state', (w ->> 'pending')::int, (r ->> 'owed')::int,
            (w ->> 'unconfirmed')::boolean, (w ->> 'provisioning')::boolean,
            (w ->> 'backlog')::boolean, (w ->> 'set_aside')::int, (w ->> 'held_back')::int,
            (w ->> 'waiting')::int, (w ->> 'refused')::int, (w ->> 'kept')::int,
