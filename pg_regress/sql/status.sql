@@ -132,7 +132,8 @@ BEGIN
     PERFORM sync.receive(me, up);
 END $$;
 
--- Nothing relayed yet: the relay knows no replica, and the notes wait.
+-- Nothing relayed yet: the relay knows no replica, so nothing is counted
+-- (the notes written so far concern no replica it knows).
 SELECT pg_temp.pretty(sync.overview());
 
 -- A first pass provisions every register: each is catching up, on what

@@ -18,8 +18,8 @@ use device::{Device, PATIENCE};
 use magic_sync_replica::transport::nats::{Nats, NatsSettings};
 use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::{Options, Status};
-use rusqlite::{Connection, OpenFlags};
 use magic_sync_tests::nats::{self as nats_server, NatsServer};
+use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 use shop::*;
 use uuid::Uuid;
@@ -120,7 +120,11 @@ fn state_of(overview: &Value, replica: Uuid) -> String {
 }
 
 /// Every figure of one answer is of one moment: the states add up to the
-/// replicas, and no table waits on anything while every replica is synced.
+/// replicas; the notes pending are the same count wherever the answer
+/// reads them (per replica, per table, in the health: this shop is not
+/// partitioned and has no groups); rows in flight are on their way to a
+/// replica that has something unconfirmed; and no table waits on anything
+/// while every replica is synced.
 fn assert_of_one_moment(overview: &Value) {
     let states = overview["states"].as_object().unwrap();
     let counted: i64 = states.values().map(|n| n.as_i64().unwrap()).sum();
@@ -129,19 +133,45 @@ fn assert_of_one_moment(overview: &Value) {
         overview["replicas"]["total"].as_i64().unwrap(),
         "{overview:#}"
     );
+    let notes = overview["health"]["notes"]["pending"].as_i64().unwrap();
+    let tables = overview["tables"].as_array().unwrap();
+    let per_table: i64 = tables.iter().map(|t| t["pending"].as_i64().unwrap()).sum();
+    assert_eq!(per_table, notes, "{overview:#}");
+    let replicas = overview["replicas"]["first"].as_array().unwrap();
+    for r in replicas {
+        assert_eq!(r["why"]["pending"], notes, "{overview:#}");
+    }
+    let in_flight: i64 = tables
+        .iter()
+        .map(|t| t["in_flight"].as_i64().unwrap())
+        .sum();
+    if in_flight > 0 {
+        assert!(
+            replicas.iter().any(|r| r["why"]["unconfirmed"] == true),
+            "{overview:#}"
+        );
+    }
     if states["synced"] == overview["replicas"]["total"] {
-        for table in overview["tables"].as_array().unwrap() {
+        for table in tables {
             assert_eq!(table["synced"], true, "every replica synced: {overview:#}");
         }
     }
 }
 
+/// An overview read on its own, in the connection's READ COMMITTED: still
+/// of one moment, however the worker and the devices write meanwhile.
+fn assert_read_committed_overview_is_of_one_moment(shop: &mut Shop) {
+    let overview: Value = shop
+        .pg
+        .query_one("SELECT sync.overview(NULL, 1000)", &[])
+        .unwrap()
+        .get(0);
+    assert_of_one_moment(&overview);
+}
+
 /// Every register the moment's overview calls synced holds exactly what the
 /// server says it should, as its file shows; answers how many it called so.
-fn assert_synced_ones_hold_what_they_should(
-    m: &Moment,
-    files: &[(Uuid, PathBuf)],
-) -> usize {
+fn assert_synced_ones_hold_what_they_should(m: &Moment, files: &[(Uuid, PathBuf)]) -> usize {
     assert_of_one_moment(&m.overview);
     let mut synced = 0;
     for (id, file) in files {
@@ -202,7 +232,9 @@ fn a_replica_called_synced_holds_exactly_what_it_should_while_the_transport_fail
         "INSERT INTO shop.products (id, name, price_cents) \
          SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 20) AS i",
     );
-    let ids: Vec<Uuid> = (0..3).map(|i| shop.add_register(&format!("R{i}"))).collect();
+    let ids: Vec<Uuid> = (0..3)
+        .map(|i| shop.add_register(&format!("R{i}")))
+        .collect();
     let files: Vec<(Uuid, PathBuf)> = ids.iter().map(|id| (*id, shop.file_of(*id))).collect();
     let mut devices = vec![
         run_device(&shop, ids[0], "postgres"),
@@ -239,6 +271,7 @@ fn a_replica_called_synced_holds_exactly_what_it_should_while_the_transport_fail
             one = ids[round % 3],
         ));
         for _ in 0..20 {
+            assert_read_committed_overview_is_of_one_moment(&mut shop);
             let m = moment(&mut shop);
             called_synced += assert_synced_ones_hold_what_they_should(&m, &files);
             assert_ne!(
@@ -310,7 +343,8 @@ fn run_device_over_nats(shop: &Shop, nats: &NatsServer, me: Uuid) -> Device {
 }
 
 #[test]
-fn over_nats_a_replica_is_never_called_synced_while_sends_to_it_fail_and_is_synced_once_they_pass() {
+fn over_nats_a_replica_is_never_called_synced_while_sends_to_it_fail_and_is_synced_once_they_pass()
+{
     let mut nats = nats_server::start();
     let url = format!("magic_sync.nats_url={}", nats.url());
     let mut shop = Shop::open_with(&[
@@ -325,7 +359,9 @@ fn over_nats_a_replica_is_never_called_synced_while_sends_to_it_fail_and_is_sync
         "INSERT INTO shop.products (id, name, price_cents) \
          SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 10) AS i",
     );
-    let ids: Vec<Uuid> = (0..2).map(|i| shop.add_register(&format!("R{i}"))).collect();
+    let ids: Vec<Uuid> = (0..2)
+        .map(|i| shop.add_register(&format!("R{i}")))
+        .collect();
     let files: Vec<(Uuid, PathBuf)> = ids.iter().map(|id| (*id, shop.file_of(*id))).collect();
     let _devices: Vec<Device> = ids
         .iter()
@@ -407,7 +443,9 @@ fn masked(value: &Value, names: &BTreeMap<String, String>, others: &mut Vec<Stri
                 })
                 .collect(),
         ),
-        Value::Array(items) => Value::Array(items.iter().map(|v| masked(v, names, others)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| masked(v, names, others)).collect())
+        }
         Value::String(s) if Uuid::parse_str(s).is_ok() => match names.get(s) {
             Some(name) => Value::String(name.clone()),
             None => {
@@ -449,18 +487,14 @@ impl Golden {
     fn hold(&mut self, shop: &mut Shop, state: &str) {
         let reads = [
             ("overview", "SELECT sync.overview()".to_owned()),
-            (
-                "listing",
-                format!("SELECT sync.listing(NULL, '{state}')"),
-            ),
+            ("listing", format!("SELECT sync.listing(NULL, '{state}')")),
             ("health", "SELECT sync.health()".to_owned()),
         ];
         for (read, sql) in reads {
             let answer: Value = shop.pg.query_one(sql.as_str(), &[]).unwrap().get(0);
-            let text =
-                serde_json::to_string_pretty(&masked(&answer, &self.names, &mut Vec::new()))
-                    .unwrap()
-                    + "\n";
+            let text = serde_json::to_string_pretty(&masked(&answer, &self.names, &mut Vec::new()))
+                .unwrap()
+                + "\n";
             let file = self.dir.join(format!("{read}-{state}.json"));
             self.written += 1;
             if self.bless {
