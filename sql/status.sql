@@ -77,3 +77,419 @@ BEGIN
     RETURN parsed;
 END
 $$;
+
+-- ---------------------------------------------------------------------------
+-- Where each replica stands.
+
+-- The version of the reads' JSON: a field renamed, or a meaning changed,
+-- raises it.
+CREATE FUNCTION sync_internal.status_contract() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$ SELECT 1 $$;
+
+-- A count a read is given (lim, offset): 0 or more. NULL or a negative one
+-- is refused, naming the argument.
+CREATE FUNCTION sync_internal.status_count(what text, n integer) RETURNS integer
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF n IS NULL OR n < 0 THEN
+        RAISE EXCEPTION 'magic_sync: % is a count, 0 or more, not %', what, coalesce(n::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN n;
+END
+$$;
+
+-- Each live replica of the scope, its state and what makes it so
+-- (docs/src/status.md, "The states"). It reads only what the engine
+-- records, never the rows a replica should hold: a change a replica lacks
+-- is a note not yet planned, a message it has not confirmed, a
+-- provisioning due, or a row set aside, and each of those is counted here.
+-- `rank` orders the states worst first (0: awaiting_fix ... 3: synced).
+CREATE FUNCTION sync_internal.replica_states(scope jsonb)
+RETURNS TABLE (
+    id uuid, partition text, state text, rank integer,
+    -- Notes (and group notes) not yet planned that may concern it.
+    pending bigint,
+    -- Messages and answers waiting in its outbox, not yet taken.
+    owed bigint,
+    -- The last message written for it is not confirmed applied.
+    unconfirmed boolean,
+    -- It is to be provisioned (now, or once its time has come).
+    provisioning boolean,
+    -- Its backlog, as it last said it: not empty.
+    backlog boolean,
+    -- Rows set aside that may concern it (sync.quarantine: every replica).
+    set_aside bigint,
+    -- Rows it refused because it held them back (nothing at fault), and
+    -- uploads of its waiting for its provisioning to be confirmed.
+    held_back bigint, waiting bigint,
+    -- Its own that wait for a fix: rows it refused, uploads in the inbox.
+    refused bigint, kept bigint,
+    -- Sends failing to it (sync.sends).
+    failures integer, last_error text, failed_at timestamptz,
+    heard_at timestamptz, applied_at timestamptz,
+    backlog_tables jsonb, backlog_said_at timestamptz
+)
+LANGUAGE sql STABLE AS $$
+    WITH s AS (
+        SELECT r.*, (r.last_sequence > r.applied_sequence
+                     OR r.applied_epoch IS DISTINCT FROM r.epoch) AS unconfirmed
+        FROM sync_internal.scope_replicas(scope) AS sc
+        JOIN sync.replicas r ON r.id = sc.id
+    ),
+    -- Notes by partition: a note of no partition may concern every replica.
+    notes AS (SELECT n.partition, count(*) AS n FROM sync.notes n GROUP BY n.partition),
+    -- A group note naming a replica concerns that one; one naming a member,
+    -- every replica.
+    group_notes AS (
+        SELECT g.replica, count(*) AS n FROM sync.group_notes g GROUP BY g.replica
+    ),
+    quarantined AS (SELECT count(*) AS n FROM sync.quarantine),
+    refused AS (
+        SELECT h.replica, count(*) FILTER (WHERE NOT h.held_back) AS fix,
+               count(*) FILTER (WHERE h.held_back) AS wait
+        FROM sync.held h WHERE h.refused IS NOT NULL GROUP BY h.replica
+    ),
+    inbox AS (
+        SELECT i.replica, count(*) FILTER (WHERE NOT i.waiting) AS fix,
+               count(*) FILTER (WHERE i.waiting) AS wait
+        FROM sync.inbox i GROUP BY i.replica
+    ),
+    outbox AS (SELECT o.replica, count(*) AS n FROM sync.outbox o GROUP BY o.replica),
+    figures AS (
+        SELECT s.id, s.partition, s.unconfirmed,
+               coalesce((SELECT sum(n.n) FROM notes n
+                         WHERE n.partition IS NULL OR s.partition IS NULL
+                            OR n.partition = s.partition), 0)::bigint
+               + coalesce((SELECT sum(g.n) FROM group_notes g
+                           WHERE g.replica IS NULL OR g.replica = s.id), 0)::bigint AS pending,
+               coalesce(o.n, 0) AS owed,
+               s.provision OR s.provision_at IS NOT NULL AS provisioning,
+               coalesce(NOT b.empty, false) AS backlog,
+               q.n AS set_aside,
+               coalesce(rf.wait, 0) AS held_back, coalesce(ib.wait, 0) AS waiting,
+               coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept,
+               se.failures, se.last_error, se.failed_at,
+               s.heard_at, s.applied_at, b.tables AS backlog_tables, b.said_at AS backlog_said_at
+        FROM s
+        CROSS JOIN quarantined q
+        LEFT JOIN outbox o ON o.replica = s.id
+        LEFT JOIN sync.backlogs b ON b.replica = s.id
+        LEFT JOIN refused rf ON rf.replica = s.id
+        LEFT JOIN inbox ib ON ib.replica = s.id
+        LEFT JOIN sync.sends se ON se.replica = s.id
+    )
+    SELECT f.id, f.partition, st.state, st.rank, f.pending, f.owed, f.unconfirmed,
+           f.provisioning, f.backlog, f.set_aside, f.held_back, f.waiting, f.refused, f.kept,
+           f.failures, f.last_error, f.failed_at, f.heard_at, f.applied_at,
+           f.backlog_tables, f.backlog_said_at
+    FROM figures f
+    CROSS JOIN LATERAL (
+        SELECT CASE
+            -- Only what is its own: a row it refused, an upload of its kept.
+            WHEN f.refused > 0 OR f.kept > 0 THEN 'awaiting_fix'
+            WHEN f.failures IS NOT NULL THEN 'unreachable'
+            WHEN f.pending > 0 OR f.owed > 0 OR f.unconfirmed OR f.provisioning OR f.backlog
+                 OR f.set_aside > 0 OR f.held_back > 0 OR f.waiting > 0 THEN 'catching_up'
+            ELSE 'synced'
+        END AS state
+    ) AS named
+    CROSS JOIN LATERAL (
+        SELECT named.state,
+               array_position(ARRAY['awaiting_fix', 'unreachable', 'catching_up', 'synced'],
+                              named.state) - 1 AS rank
+    ) AS st
+$$;
+
+-- The states a replica is in, worst first.
+CREATE FUNCTION sync_internal.status_states() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY['awaiting_fix', 'unreachable', 'catching_up', 'synced']
+$$;
+
+-- One replica as the overview and the listing show it.
+CREATE FUNCTION sync_internal.replica_json(r record) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN jsonb_build_object(
+        'id', r.id,
+        'partition', r.partition,
+        'state', r.state,
+        'why', jsonb_build_object(
+            'pending', r.pending,
+            'unconfirmed', r.unconfirmed,
+            'provisioning', r.provisioning,
+            'backlog', r.backlog,
+            'set_aside', r.set_aside,
+            'held_back', r.held_back,
+            'waiting', r.waiting,
+            'refused', r.refused,
+            'kept', r.kept,
+            'failures', coalesce(r.failures, 0),
+            'last_error', r.last_error,
+            'failed_at', r.failed_at),
+        'heard_at', r.heard_at,
+        'applied_at', r.applied_at,
+        'backlog', CASE WHEN r.backlog_said_at IS NULL THEN NULL
+                        ELSE jsonb_build_object('tables', r.backlog_tables,
+                                                'said_at', r.backlog_said_at) END,
+        'owed', r.owed);
+END
+$$;
+
+-- A page of the scope's replicas in one state (NULL: every state), worst
+-- first, the longest silent first within a state: (total, the page).
+CREATE FUNCTION sync_internal.replica_page(scope jsonb, state text, skip integer, lim integer,
+                                          OUT total bigint, OUT page jsonb)
+LANGUAGE sql STABLE AS $$
+    WITH r AS (
+        SELECT * FROM sync_internal.replica_states(scope) r
+        WHERE replica_page.state IS NULL OR r.state = replica_page.state
+    )
+    SELECT (SELECT count(*) FROM r),
+           coalesce((SELECT jsonb_agg(sync_internal.replica_json(p) ORDER BY p.rank, p.heard_at NULLS FIRST, p.id)
+                     FROM (SELECT * FROM r ORDER BY r.rank, r.heard_at NULLS FIRST, r.id
+                           OFFSET skip LIMIT lim) p), '[]')
+$$;
+
+-- Per declared table, over the scope's replicas: notes not yet planned,
+-- rows on their way (in messages not confirmed), rows set aside (on the
+-- server, or refused by a replica), rows written by replicas and not filed
+-- (as their backlogs said, and kept in the inbox), and whether the table is
+-- where it should be on every one of them.
+CREATE FUNCTION sync_internal.table_figures(scope jsonb) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    WITH s AS (
+        SELECT r.id, r.partition, r.applied_sequence,
+               (r.last_sequence > r.applied_sequence
+                OR r.applied_epoch IS DISTINCT FROM r.epoch) AS unconfirmed,
+               -- A provisioning due or a snapshot not confirmed: it may lack
+               -- rows of any table that nothing else records.
+               (r.provision OR r.provision_at IS NOT NULL
+                OR r.applied_epoch IS DISTINCT FROM r.epoch
+                OR coalesce(r.snapshot_sequence > r.applied_sequence, false)) AS provisioning
+        FROM sync_internal.scope_replicas(scope) AS sc
+        JOIN sync.replicas r ON r.id = sc.id
+    ),
+    pending AS MATERIALIZED (
+        SELECT n.table_name, count(*) AS n FROM sync.notes n
+        WHERE EXISTS (SELECT 1 FROM s WHERE n.partition IS NULL OR s.partition IS NULL
+                                           OR n.partition = s.partition)
+        GROUP BY n.table_name
+        UNION ALL
+        SELECT g.table_name, count(*) FROM sync.group_notes g
+        WHERE EXISTS (SELECT 1 FROM s WHERE g.replica IS NULL OR g.replica = s.id)
+        GROUP BY g.table_name
+    ),
+    -- Only the replicas with something unconfirmed are read row by row.
+    -- While they are few (under a tenth), each by its own index range (the
+    -- aggregate keeps the planner from making it a join); while they are
+    -- many, in one scan of what is held, which costs less than that many
+    -- ranges. The one-time filters run exactly one of the two.
+    few AS (
+        SELECT count(*) FILTER (WHERE s.unconfirmed) * 10 < count(*) AS few FROM s
+    ),
+    in_flight AS MATERIALIZED (
+        SELECT f.table_name, sum(f.n) AS n
+        FROM s CROSS JOIN LATERAL (
+            SELECT h.table_name, count(*) AS n FROM sync.held h
+            WHERE h.replica = s.id AND h.refused IS NULL
+              AND (h.sent > s.applied_sequence OR h.leaving IS NOT NULL)
+            GROUP BY h.table_name) f
+        WHERE s.unconfirmed AND (SELECT few FROM few)
+        GROUP BY f.table_name
+        UNION ALL
+        SELECT h.table_name, count(*)
+        FROM sync.held h
+        WHERE NOT (SELECT few FROM few) AND h.refused IS NULL
+          AND EXISTS (SELECT 1 FROM s WHERE s.id = h.replica AND s.unconfirmed
+                        AND (h.sent > s.applied_sequence OR h.leaving IS NOT NULL))
+        GROUP BY h.table_name
+    ),
+    set_aside AS MATERIALIZED (
+        SELECT q.table_name, count(*) AS n FROM sync.quarantine q GROUP BY q.table_name
+        UNION ALL
+        SELECT h.table_name, count(*) FROM sync.held h JOIN s ON s.id = h.replica
+        WHERE h.refused IS NOT NULL GROUP BY h.table_name
+    ),
+    unfiled AS MATERIALIZED (
+        SELECT i.table_name, count(*) AS n FROM sync.inbox i JOIN s ON s.id = i.replica
+        GROUP BY i.table_name
+        UNION ALL
+        SELECT t ->> 'table', sum(coalesce((t ->> 'unsent')::bigint, 0)
+                                  + coalesce((t ->> 'unfiled')::bigint, 0))::bigint
+        FROM sync.backlogs b JOIN s ON s.id = b.replica
+        CROSS JOIN LATERAL jsonb_array_elements(b.tables) AS t
+        WHERE NOT b.empty
+        GROUP BY 1
+    ),
+    figures AS MATERIALIZED (
+        SELECT t.name, t.position, t.mirror,
+               coalesce((SELECT sum(p.n) FROM pending p WHERE p.table_name = t.name), 0)::bigint AS pending,
+               coalesce((SELECT sum(f.n) FROM in_flight f WHERE f.table_name = t.name), 0)::bigint AS in_flight,
+               coalesce((SELECT sum(a.n) FROM set_aside a WHERE a.table_name = t.name), 0)::bigint AS set_aside,
+               coalesce((SELECT sum(u.n) FROM unfiled u WHERE u.table_name = t.name), 0)::bigint AS unfiled
+        FROM sync.tables t
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'table', f.name,
+               'pending', f.pending,
+               'in_flight', f.in_flight,
+               'set_aside', f.set_aside,
+               'unfiled', f.unfiled,
+               'synced', f.pending = 0 AND f.in_flight = 0 AND f.set_aside = 0 AND f.unfiled = 0
+                         -- A table that goes down is not synced on a replica
+                         -- being provisioned.
+                         AND (f.mirror IN ('record', 'setting')
+                              OR NOT EXISTS (SELECT 1 FROM s WHERE s.provisioning)))
+             ORDER BY f.position, f.name), '[]')
+    FROM figures f
+$$;
+
+-- What the engine waits on over a scope, each list cut at lim (its total
+-- uncut), each item saying whether it waits for the network and the relay
+-- ("wait") or for a fix to be deployed ("fix").
+CREATE FUNCTION sync_internal.health(scope jsonb, lim integer) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    WITH s AS (SELECT * FROM sync_internal.scope_replicas(scope)),
+    notes AS (
+        SELECT n.noted_at FROM sync.notes n
+        WHERE EXISTS (SELECT 1 FROM s WHERE n.partition IS NULL OR s.partition IS NULL
+                                           OR n.partition = s.partition)
+        UNION ALL
+        SELECT g.noted_at FROM sync.group_notes g
+        WHERE EXISTS (SELECT 1 FROM s WHERE g.replica IS NULL OR g.replica = s.id)
+    ),
+    set_aside AS (
+        SELECT q.*, 'fix' AS remedy FROM sync.quarantine q
+    ),
+    refused AS (
+        SELECT h.replica, h.table_name, h.key, h.refused, h.refused_by, h.refused_at,
+               h.held_back, h.retry_at,
+               CASE WHEN h.held_back THEN 'wait' ELSE 'fix' END AS remedy
+        FROM sync.held h JOIN s ON s.id = h.replica
+        WHERE h.refused IS NOT NULL
+    ),
+    inbox AS (
+        SELECT i.replica, i.table_name, i.key, i.op, i.reason, i.waiting, i.kept_at, i.tries,
+               i.retry_at, CASE WHEN i.waiting THEN 'wait' ELSE 'fix' END AS remedy
+        FROM sync.inbox i JOIN s ON s.id = i.replica
+    ),
+    failing AS (
+        SELECT se.*, 'wait' AS remedy FROM sync.sends se JOIN s ON s.id = se.replica
+    )
+    SELECT jsonb_build_object(
+        'healthy', NOT EXISTS (SELECT 1 FROM set_aside WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM refused WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM inbox WHERE remedy = 'fix'),
+        'notes', (SELECT jsonb_build_object(
+                      'pending', count(*),
+                      'oldest_at', min(noted_at),
+                      'oldest_age_seconds',
+                          round(extract(epoch FROM statement_timestamp() - min(noted_at)), 3),
+                      'remedy', 'wait')
+                  FROM notes),
+        'set_aside', jsonb_build_object(
+            'total', (SELECT count(*) FROM set_aside),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'table', a.table_name, 'key', a.key, 'reason', a.reason,
+                          'since', a.since, 'retry_at', a.retry_at, 'remedy', a.remedy)
+                          ORDER BY a.since, a.table_name, a.key), '[]')
+                      FROM (SELECT * FROM set_aside ORDER BY since, table_name, key LIMIT lim) a)),
+        'refused', jsonb_build_object(
+            'total', (SELECT count(*) FROM refused),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', r.replica, 'table', r.table_name, 'key', r.key,
+                          'reason', r.refused, 'message', r.refused_by,
+                          'refused_at', r.refused_at, 'held_back', r.held_back,
+                          'retry_at', r.retry_at, 'remedy', r.remedy)
+                          ORDER BY r.remedy, r.refused_at, r.replica, r.table_name, r.key), '[]')
+                      FROM (SELECT * FROM refused
+                            ORDER BY remedy, refused_at, replica, table_name, key
+                            LIMIT lim) r)),
+        'inbox', jsonb_build_object(
+            'total', (SELECT count(*) FROM inbox),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', i.replica, 'table', i.table_name, 'key', i.key,
+                          'op', i.op, 'reason', i.reason, 'waiting', i.waiting,
+                          'kept_at', i.kept_at, 'tries', i.tries, 'retry_at', i.retry_at,
+                          'remedy', i.remedy)
+                          ORDER BY i.remedy, i.kept_at, i.replica, i.table_name, i.key), '[]')
+                      FROM (SELECT * FROM inbox
+                            ORDER BY remedy, kept_at, replica, table_name, key
+                            LIMIT lim) i)),
+        'failing', jsonb_build_object(
+            'total', (SELECT count(*) FROM failing),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', f.replica, 'failures', f.failures,
+                          'refusals', f.refusals, 'message', f.message,
+                          'last_error', f.last_error, 'failed_at', f.failed_at,
+                          'retry_at', f.retry_at, 'remedy', f.remedy)
+                          ORDER BY f.failed_at, f.replica), '[]')
+                      FROM (SELECT * FROM failing ORDER BY failed_at, replica LIMIT lim) f)))
+$$;
+
+-- ---------------------------------------------------------------------------
+-- The reads.
+
+-- Is everything where it should be? (docs/src/status.md, "sync.overview")
+CREATE FUNCTION sync.overview(scope jsonb DEFAULT NULL, lim integer DEFAULT 20) RETURNS jsonb
+LANGUAGE sql STABLE
+-- Compiling the plan costs more than running it: hundreds of milliseconds.
+SET jit = off AS $$
+    WITH r AS (SELECT * FROM sync_internal.replica_states(scope)),
+    health AS (SELECT sync_internal.health(scope, sync_internal.status_count('lim', lim)) AS h)
+    SELECT jsonb_build_object(
+        'contract', sync_internal.status_contract(),
+        'now', statement_timestamp(),
+        'healthy', (SELECT (h ->> 'healthy')::boolean FROM health),
+        'states', (SELECT jsonb_object_agg(st, coalesce(c.n, 0))
+                   FROM unnest(sync_internal.status_states()) AS st
+                   LEFT JOIN (SELECT r.state, count(*) AS n FROM r GROUP BY r.state) c
+                          ON c.state = st),
+        'replicas', jsonb_build_object(
+            'first', (SELECT coalesce(jsonb_agg(sync_internal.replica_json(p)
+                                                ORDER BY p.rank, p.heard_at NULLS FIRST, p.id), '[]')
+                      FROM (SELECT * FROM r ORDER BY r.rank, r.heard_at NULLS FIRST, r.id
+                            LIMIT sync_internal.status_count('lim', lim)) p),
+            'total', (SELECT count(*) FROM r)),
+        'tables', sync_internal.table_figures(scope),
+        'health', (SELECT h FROM health))
+$$;
+
+-- The scope's replicas a page at a time, in the overview's order, in one
+-- state or in all. (docs/src/status.md, "sync.listing")
+CREATE FUNCTION sync.listing(scope jsonb DEFAULT NULL, state text DEFAULT NULL,
+                             "offset" integer DEFAULT 0, lim integer DEFAULT 20)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SET jit = off AS $$
+DECLARE
+    page record;
+BEGIN
+    IF state IS NOT NULL AND NOT state = ANY (sync_internal.status_states()) THEN
+        RAISE EXCEPTION 'magic_sync: a replica is in no state "%"', state
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'The states are ' || array_to_string(sync_internal.status_states(), ', ')
+                         || ', or NULL for all of them.';
+    END IF;
+    SELECT * INTO page FROM sync_internal.replica_page(scope, state,
+        sync_internal.status_count('offset', "offset"), sync_internal.status_count('lim', lim));
+    RETURN jsonb_build_object(
+        'contract', sync_internal.status_contract(),
+        'now', statement_timestamp(),
+        'state', state,
+        'offset', "offset",
+        'lim', lim,
+        'total', page.total,
+        'replicas', page.page);
+END
+$$;
+
+-- What the engine waits on, and whether anything waits for a fix.
+-- (docs/src/status.md, "sync.health")
+CREATE FUNCTION sync.health(scope jsonb DEFAULT NULL, lim integer DEFAULT 20) RETURNS jsonb
+LANGUAGE sql STABLE SET jit = off AS $$
+    SELECT jsonb_build_object('contract', sync_internal.status_contract(),
+                              'now', statement_timestamp())
+           || sync_internal.health(scope, sync_internal.status_count('lim', lim))
+$$;
