@@ -263,7 +263,7 @@ FROM pg_proc p
 WHERE p.proname IN ('overview', 'listing', 'health', 'replica_states', 'replica_page',
                     'table_figures', 'scope_replicas')
   AND p.pronamespace IN ('sync'::regnamespace, 'sync_internal'::regnamespace)
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 
 -- Leave the database as it was found.
 DROP SCHEMA shop CASCADE;
