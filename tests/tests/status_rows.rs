@@ -154,7 +154,11 @@ fn progress_and_row_progress_count_a_row_held_only_once_the_register_confirmed_i
     });
     for (id, file) in ids.iter().zip(&files) {
         let f = figures(&mut shop.pg, *id, "products");
-        assert_eq!((f["should"].as_i64(), f["holds"].as_i64()), (Some(3), Some(0)), "{f}");
+        assert_eq!(
+            (f["should"].as_i64(), f["holds"].as_i64()),
+            (Some(3), Some(0)),
+            "{f}"
+        );
         assert!(in_the_file(file).is_empty());
         let states = states(&mut shop.pg, *id, &products);
         assert_eq!(those(&states, "on_its_way"), products, "{states:?}");
@@ -229,7 +233,11 @@ fn progress_and_row_progress_count_a_row_held_only_once_the_register_confirmed_i
     let (_, _) = device.stop();
     // The second never confirmed: what it should hold is still on its way.
     let f = figures(&mut shop.pg, second, "products");
-    assert_eq!((f["holds"].as_i64(), f["should"].as_i64()), (Some(0), Some(2)), "{f}");
+    assert_eq!(
+        (f["holds"].as_i64(), f["should"].as_i64()),
+        (Some(0), Some(2)),
+        "{f}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -318,7 +326,10 @@ fn blank_times(value: &mut Value) {
     match value {
         Value::Object(map) => {
             for (key, v) in map.iter_mut() {
-                let timed = matches!(key.as_str(), "now" | "since" | "at" | "retry_at" | "refused_at");
+                let timed = matches!(
+                    key.as_str(),
+                    "now" | "since" | "at" | "retry_at" | "refused_at"
+                );
                 if timed && v.is_string() {
                     *v = Value::String("<time>".into());
                 } else {
@@ -356,24 +367,68 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
     let mut differ = Vec::new();
     let mut hold = |pg: &mut Client, name: &str, sql: &str| golden(pg, name, sql, &mut differ);
 
-    hold(&mut pg, "progress-no-replica-seen", "SELECT sync.progress()");
+    hold(
+        &mut pg,
+        "progress-no-replica-seen",
+        "SELECT sync.progress()",
+    );
     pg.batch_execute("CALL sync.relay()").unwrap();
     // Snapshots sent, nothing confirmed.
     hold(&mut pg, "progress-on-its-way", "SELECT sync.progress()");
-    hold(&mut pg, "row-progress-on-its-way", &row_progress("products", &product(1)));
-    hold(&mut pg, "explain-snapshot-on-its-way", &explain(B, "orders", &order(3)));
+    hold(
+        &mut pg,
+        "row-progress-on-its-way",
+        &row_progress("products", &product(1)),
+    );
+    hold(
+        &mut pg,
+        "explain-snapshot-on-its-way",
+        &explain(B, "orders", &order(3)),
+    );
 
     confirm(&mut pg, A);
-    hold(&mut pg, "progress-holds", &format!("SELECT sync.progress('{{\"replicas\": [\"{A}\"]}}')"));
-    hold(&mut pg, "row-progress-holds", &row_progress("orders", &order(1)));
+    hold(
+        &mut pg,
+        "progress-holds",
+        &format!("SELECT sync.progress('{{\"replicas\": [\"{A}\"]}}')"),
+    );
+    hold(
+        &mut pg,
+        "row-progress-holds",
+        &row_progress("orders", &order(1)),
+    );
     hold(&mut pg, "explain-rule", &explain(A, "orders", &order(1)));
-    hold(&mut pg, "explain-parent-of", &explain(A, "products", &product(1)));
-    hold(&mut pg, "explain-follows", &explain(A, "nutrition", &product(1)));
+    hold(
+        &mut pg,
+        "explain-parent-of",
+        &explain(A, "products", &product(1)),
+    );
+    hold(
+        &mut pg,
+        "explain-follows",
+        &explain(A, "nutrition", &product(1)),
+    );
     hold(&mut pg, "explain-no-rule", &explain(B, "orders", &order(1)));
-    hold(&mut pg, "explain-outside-active-view", &explain(A, "brands", "00000000-0000-0000-0000-0000000000b2"));
-    hold(&mut pg, "explain-no-such-row", &explain(A, "orders", &order(9)));
-    hold(&mut pg, "explain-not-live", &explain(C, "orders", &order(1)));
-    hold(&mut pg, "explain-unknown-replica", &explain("00000000-0000-0000-0000-0000000000ee", "orders", &order(1)));
+    hold(
+        &mut pg,
+        "explain-outside-active-view",
+        &explain(A, "brands", "00000000-0000-0000-0000-0000000000b2"),
+    );
+    hold(
+        &mut pg,
+        "explain-no-such-row",
+        &explain(A, "orders", &order(9)),
+    );
+    hold(
+        &mut pg,
+        "explain-not-live",
+        &explain(C, "orders", &order(1)),
+    );
+    hold(
+        &mut pg,
+        "explain-unknown-replica",
+        &explain("00000000-0000-0000-0000-0000000000ee", "orders", &order(1)),
+    );
 
     // Changes not planned yet.
     pg.batch_execute(&format!(
@@ -386,9 +441,21 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
         o2 = order(2),
     ))
     .unwrap();
-    hold(&mut pg, "row-progress-outdated", &row_progress("products", &product(1)));
-    hold(&mut pg, "row-progress-missing", &row_progress("orders", &order(5)));
-    hold(&mut pg, "row-progress-leaving", &row_progress("orders", &order(2)));
+    hold(
+        &mut pg,
+        "row-progress-outdated",
+        &row_progress("products", &product(1)),
+    );
+    hold(
+        &mut pg,
+        "row-progress-missing",
+        &row_progress("orders", &order(5)),
+    );
+    hold(
+        &mut pg,
+        "row-progress-leaving",
+        &row_progress("orders", &order(2)),
+    );
     hold(&mut pg, "explain-missing", &explain(A, "orders", &order(5)));
     hold(&mut pg, "explain-leaving", &explain(A, "orders", &order(2)));
 
@@ -402,10 +469,26 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
         p4 = product(4),
     ))
     .unwrap();
-    hold(&mut pg, "row-progress-set-aside", &row_progress("orders", &order(4)));
-    hold(&mut pg, "row-progress-refused", &row_progress("nutrition", &product(1)));
-    hold(&mut pg, "explain-set-aside", &explain(A, "orders", &order(4)));
-    hold(&mut pg, "explain-refused", &explain(A, "nutrition", &product(1)));
+    hold(
+        &mut pg,
+        "row-progress-set-aside",
+        &row_progress("orders", &order(4)),
+    );
+    hold(
+        &mut pg,
+        "row-progress-refused",
+        &row_progress("nutrition", &product(1)),
+    );
+    hold(
+        &mut pg,
+        "explain-set-aside",
+        &explain(A, "orders", &order(4)),
+    );
+    hold(
+        &mut pg,
+        "explain-refused",
+        &explain(A, "nutrition", &product(1)),
+    );
     hold(&mut pg, "progress-every-state", "SELECT sync.progress()");
 
     // A partition's scope, and a row of another partition.
@@ -430,8 +513,16 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
     .unwrap();
     // A relay pass is called on its own: it commits as it goes.
     pg.batch_execute("CALL sync.relay()").unwrap();
-    hold(&mut pg, "progress-partition", "SELECT sync.progress('{\"partition\": \"acme\"}')");
-    hold(&mut pg, "explain-other-partition", &explain(A, "products", &product(2)));
+    hold(
+        &mut pg,
+        "progress-partition",
+        "SELECT sync.progress('{\"partition\": \"acme\"}')",
+    );
+    hold(
+        &mut pg,
+        "explain-other-partition",
+        &explain(A, "products", &product(2)),
+    );
 
     assert!(
         differ.is_empty(),

@@ -6,10 +6,9 @@
 use serde_json::{json, Map, Value};
 
 use super::{answer, key_of, should, table_going_down, tables, CONTRACT, SCOPE};
-use crate::catalog::table_sql::{key_matches, quote_ident};
+use crate::catalog::table_sql::{key_matches, quote_ident, quote_literal};
 use crate::catalog::Declared;
 use crate::error::Error;
-use crate::relay::plan::reach::{children, parents, rule_rows};
 
 /// The replica as sync.replicas has it.
 const REPLICA: &str = "\
@@ -182,76 +181,45 @@ fn row_facts(table: &Declared, key: &str) -> Value {
 /// replica should hold that point at it (`parent_of`) or that it follows
 /// (`follows`), and the rows set aside that block it (`set_aside`).
 fn reach(tables: &[Declared], table: &Declared, replica: pgrx::Uuid, key: &str) -> Value {
-    let rule = match rule_rows(table, "scope", Some("target")) {
-        Some(rows) => format!("EXISTS ({rows})"),
-        None => "false".to_owned(),
-    };
-    let pointing: Vec<String> = tables
-        .iter()
-        .filter(|t| t.mirror.goes_down())
-        .flat_map(|child| {
-            child
-                .references
-                .iter()
-                .filter(|r| r.parent == table.name)
-                .map(|r| children(child, r, "target"))
-        })
-        .collect();
-    let followed: Vec<String> = table
-        .followed()
-        .map(|r| parents(table, r, "target"))
-        .into_iter()
-        .collect();
     let sql = format!(
-        "WITH RECURSIVE {ctes}, \
-         target AS (SELECT $2::uuid AS replica, $3::text COLLATE \"C\" AS table_name, \
-                    $4::text COLLATE \"C\" AS key), \
-         should AS (SELECT DISTINCT replica, table_name, key FROM reach WHERE NOT blocked) \
+        "WITH RECURSIVE {ctes} \
          SELECT jsonb_build_object( \
-           'should', EXISTS (SELECT 1 FROM should s JOIN target g USING (replica, table_name, key)), \
-           'blocked', EXISTS (SELECT 1 FROM reach s JOIN target g USING (replica, table_name, key) \
-                              WHERE s.blocked), \
-           'rule', {rule}, \
+           'should', EXISTS (SELECT 1 FROM reach WHERE NOT blocked), \
+           'blocked', EXISTS (SELECT 1 FROM reach WHERE blocked), \
+           'rule', EXISTS (SELECT 1 FROM hits WHERE via_kind IS NULL), \
            'parent_of', {parent_of}, \
            'follows', {follows}, \
            'set_aside', coalesce((SELECT jsonb_agg(jsonb_build_object('table', q.table_name, \
                 'key', q.key, 'why', q.reason, 'since', q.since, 'retry_at', q.retry_at) \
                 ORDER BY q.table_name, q.key) \
               FROM (SELECT DISTINCT b.root_table, b.root_key FROM blocked b \
-                    JOIN target g ON b.table_name = g.table_name AND b.key = g.key) AS b \
+                    WHERE b.table_name = $2 AND b.key = $3) AS b \
               JOIN sync.quarantine q ON q.table_name = b.root_table AND q.key = b.root_key), \
               '[]'::jsonb))",
-        ctes = should::ctes(tables, SCOPE),
-        parent_of = rows_held(&pointing),
-        follows = rows_held(&followed),
+        ctes = should::one_row_ctes(tables, SCOPE),
+        parent_of = ways("parent_of"),
+        follows = ways("follows"),
     );
     let scope = json!({"replicas": [crate::spi::from_pg(replica)]});
     answer(
         &sql,
         &[
             pgrx::JsonB(scope).into(),
-            replica.into(),
             table.name.as_str().into(),
             key.into(),
         ],
     )
 }
 
-/// Of the rows `(replica, table_name, key)` the union of `queries` answers,
-/// those the replica should hold, as `[{table, key}]`, the first NAMED.
-fn rows_held(queries: &[String]) -> String {
-    if queries.is_empty() {
-        return "'[]'::jsonb".to_owned();
-    }
+/// The rows a way of kind `kind` leads to the row through, which the
+/// replica should hold, as `[{table, key}]`: the first NAMED.
+fn ways(kind: &str) -> String {
     format!(
-        "coalesce((SELECT jsonb_agg(jsonb_build_object('table', x.table_name, 'key', x.key) \
-                   ORDER BY x.table_name, x.key) \
-           FROM (SELECT DISTINCT c.table_name COLLATE \"C\" AS table_name, c.key COLLATE \"C\" AS key \
-                 FROM ({union}) AS c(replica, table_name, key) \
-                 JOIN should s ON s.replica = c.replica AND s.table_name = c.table_name COLLATE \"C\" \
-                  AND s.key = c.key COLLATE \"C\" \
-                 ORDER BY 1, 2 LIMIT {NAMED}) AS x), '[]'::jsonb)",
-        union = queries.join(" UNION ALL "),
+        "coalesce((SELECT jsonb_agg(jsonb_build_object('table', w.via_table, 'key', w.via_key) \
+                   ORDER BY w.via_table, w.via_key) \
+           FROM (SELECT DISTINCT via_table, via_key FROM hits WHERE via_kind = {kind} \
+                 ORDER BY via_table, via_key LIMIT {NAMED}) AS w), '[]'::jsonb)",
+        kind = quote_literal(kind),
     )
 }
 
@@ -260,8 +228,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_that_pull_a_row_in_are_named_up_to_a_limit() {
-        assert_eq!(rows_held(&[]), "'[]'::jsonb");
-        assert!(rows_held(&["SELECT 1".into()]).contains(&format!("LIMIT {NAMED}")));
+    fn the_rows_that_pull_a_row_in_are_named_up_to_a_limit() {
+        let sql = ways("parent_of");
+        assert!(sql.contains("via_kind = 'parent_of'"), "{sql}");
+        assert!(sql.contains(&format!("LIMIT {NAMED}")), "{sql}");
     }
 }

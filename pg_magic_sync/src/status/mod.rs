@@ -79,7 +79,12 @@ pub fn states_sql(tables: &[Declared], scope: &str, one_row: bool) -> String {
         .replace("{row_r}", &row("r"))
         .replace("{row_h}", &row("h"))
         .replace("{row_n}", &row("n"));
-    format!("WITH RECURSIVE {}, {states}", should::ctes(tables, scope))
+    let ctes = if one_row {
+        should::one_row_ctes(tables, scope)
+    } else {
+        should::ctes(tables, scope)
+    };
+    format!("WITH RECURSIVE {ctes}, {states}")
 }
 
 /// The declared table `name`, which must go down to replicas: any other is
@@ -104,7 +109,10 @@ pub fn key_of(table: &Declared, text: &str) -> Result<String, Error> {
     key::canonical(text, &table.key_types).map_err(|e| {
         let types: Vec<&str> = table.key_types.iter().map(|t| t.name()).collect();
         Error::bad_input(
-            format!("magic_sync: {text:?} is no key of table {:?}: {e}", table.name),
+            format!(
+                "magic_sync: {text:?} is no key of table {:?}: {e}",
+                table.name
+            ),
             format!(
                 "A key of {:?} is its parts ({}) joined by '|'.",
                 table.name,

@@ -50,10 +50,6 @@ pub fn progress(scope: Option<Value>) -> Value {
         .map(|t| t.name.clone())
         .collect();
     let sql = format!("{}{PROGRESS}", states_sql(&tables, SCOPE, false));
-    let args: [DatumWithOid; 3] = [
-        scope.map(pgrx::JsonB).into(),
-        down.into(),
-        CONTRACT.into(),
-    ];
+    let args: [DatumWithOid; 3] = [scope.map(pgrx::JsonB).into(), down.into(), CONTRACT.into()];
     answer(&sql, &args)
 }

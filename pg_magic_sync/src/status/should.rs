@@ -14,6 +14,17 @@
 //!   until nothing new comes; a blocked row is reached (so it can be counted
 //!   as set aside) but reaches nothing further, as the planner never plans
 //!   it.
+//!
+//! Asked of one row (`one_row_ctes`), the same answer comes the other way
+//! round, at the cost of what leads to that row rather than of everything:
+//! - `back (table_name, key, via_kind, via_table, via_key)`: the row (`$2`,
+//!   `$3`), then every row that reaches it, walking the edges backwards (a
+//!   row that points at one, the row a follower follows), through rows that
+//!   are not blocked; `via` is the first step of the way, NULL for the row
+//!   itself;
+//! - `hits (replica, via_kind, via_table, via_key)`: the rows of `back` a
+//!   replica's rules send it, and the way each leads to the row;
+//! - `reach`, as above, of that one row only.
 
 use crate::catalog::Declared;
 use crate::relay::plan::reach::{children, followers, parents, rule_rows};
@@ -74,6 +85,73 @@ pub fn ctes(tables: &[Declared], scope: &str) -> String {
          reach(replica, table_name, key, blocked) AS ({reach})",
         blocked = blocked(tables),
         reach = reach(tables),
+    )
+}
+
+/// The expressions for one row, `$2` (its table) and `$3` (its key): the
+/// same `scope`, `blocked` and `reach`, with `back` and `hits` between.
+pub fn one_row_ctes(tables: &[Declared], scope: &str) -> String {
+    let sent: Vec<String> = down(tables)
+        .filter_map(|table| rule_rows(table, "scope", Some("candidates")))
+        .collect();
+    format!(
+        "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
+         back(table_name, key, via_kind, via_table, via_key) AS ({back}), \
+         candidates AS NOT MATERIALIZED ( \
+             SELECT s.id AS replica, b.table_name, b.key \
+             FROM (SELECT DISTINCT table_name, key FROM back) AS b CROSS JOIN scope AS s), \
+         hits(replica, via_kind, via_table, via_key) AS ( \
+             SELECT DISTINCT x.replica, b.via_kind, b.via_table, b.via_key \
+             FROM ({sent}) AS x(replica, table_name, key) \
+             JOIN back AS b ON b.table_name = x.table_name COLLATE \"C\" AND b.key = x.key COLLATE \"C\"), \
+         reach(replica, table_name, key, blocked) AS ( \
+             SELECT DISTINCT h.replica, $2::text COLLATE \"C\", $3::text COLLATE \"C\", \
+                    EXISTS (SELECT 1 FROM blocked b WHERE b.table_name = $2 AND b.key = $3) \
+             FROM hits AS h)",
+        blocked = blocked(tables),
+        back = back(tables),
+        sent = union_all(sent),
+    )
+}
+
+/// The row `$2`, `$3` and every row that reaches it, each with the first
+/// step of its way there.
+fn back(tables: &[Declared]) -> String {
+    let seed = "SELECT $2::text COLLATE \"C\", $3::text COLLATE \"C\", NULL::text, \
+                NULL::text COLLATE \"C\", NULL::text COLLATE \"C\"";
+    let mut steps = Vec::new();
+    for table in down(tables) {
+        // A row that points at the row: the row is its parent.
+        for reference in &table.references {
+            steps.push(format!(
+                "SELECT 'parent_of', c.replica, c.table_name, c.key \
+                 FROM ({}) AS c(replica, table_name, key)",
+                children(table, reference, &one_blocked_row("b0"))
+            ));
+        }
+        // The row a follower follows: the follower goes where it goes.
+        if let Some(followed) = table.followed() {
+            steps.push(format!(
+                "SELECT 'follows', p.replica, p.table_name, p.key \
+                 FROM ({}) AS p(replica, table_name, key)",
+                parents(table, followed, &one_blocked_row("b0"))
+            ));
+        }
+    }
+    if steps.is_empty() {
+        return seed.to_owned();
+    }
+    format!(
+        "{seed} UNION \
+         SELECT u.table_name, u.key, coalesce(b0.via_kind, u.kind), \
+                coalesce(b0.via_table, u.table_name), coalesce(b0.via_key, u.key) \
+         FROM back AS b0 CROSS JOIN LATERAL ( \
+             SELECT u0.kind, u0.table_name COLLATE \"C\" AS table_name, u0.key COLLATE \"C\" AS key \
+             FROM ({steps}) AS u0(kind, replica, table_name, key)) AS u \
+         WHERE (b0.via_kind IS NULL OR NOT {b0_blocked}) AND NOT {u_blocked}",
+        steps = steps.join(" UNION ALL "),
+        b0_blocked = is_blocked("b0"),
+        u_blocked = is_blocked("u"),
     )
 }
 
@@ -162,10 +240,7 @@ mod tests {
 
     #[test]
     fn tables_that_point_at_nothing_reach_only_what_their_rules_send() {
-        let sql = ctes(
-            &[table("products", Rule::Broadcast, vec![])],
-            "SELECT 1",
-        );
+        let sql = ctes(&[table("products", Rule::Broadcast, vec![])], "SELECT 1");
         assert!(!sql.contains("FROM reach AS f0"), "{sql}");
         assert!(!sql.contains("FROM blocked AS b0"), "{sql}");
         assert!(sql.contains("\"shop\".\"products\""), "{sql}");
@@ -186,7 +261,29 @@ mod tests {
         let sql = ctes(&tables, "SELECT 1");
         assert!(sql.contains("FROM reach AS f0 CROSS JOIN LATERAL"), "{sql}");
         assert!(sql.contains("WHERE NOT f0.blocked"), "{sql}");
-        assert!(sql.contains("FROM blocked AS b0 CROSS JOIN LATERAL"), "{sql}");
+        assert!(
+            sql.contains("FROM blocked AS b0 CROSS JOIN LATERAL"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn one_row_is_reached_backwards_from_the_rows_that_point_at_it() {
+        let tables = [
+            table("products", Rule::None, vec![]),
+            table(
+                "orders",
+                Rule::Assigned {
+                    column: "register_id".into(),
+                },
+                vec![to_products()],
+            ),
+        ];
+        let sql = one_row_ctes(&tables, "SELECT 1");
+        assert!(sql.contains("FROM back AS b0 CROSS JOIN LATERAL"), "{sql}");
+        assert!(sql.contains("SELECT 'parent_of'"), "{sql}");
+        assert!(sql.contains("candidates AS c JOIN scope AS r"), "{sql}");
+        assert!(!sql.contains("FROM reach AS f0"), "{sql}");
     }
 
     #[test]
