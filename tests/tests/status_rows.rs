@@ -342,6 +342,89 @@ fn blank_times(value: &mut Value) {
     }
 }
 
+/// Counts every row's state on every replica, as sync.row_progress() says
+/// them one row at a time (walking back from the row), and holds
+/// sync.progress() (which works everything out forwards) to the same
+/// figures, table by table.
+fn progress_agrees_with_row_progress(pg: &mut Client) {
+    let progress: Value = pg.query_one("SELECT sync.progress()", &[]).unwrap().get(0);
+    for (table, key) in [
+        ("brands", "id"),
+        ("products", "id"),
+        ("nutrition", "product_id"),
+        ("orders", "id"),
+    ] {
+        // Every row the table has, and every row a replica was sent of it.
+        let keys: Vec<String> = pg
+            .query(
+                &format!(
+                    "SELECT {key}::text FROM shop.{table} \
+                     UNION SELECT key FROM sync.held WHERE table_name = $1"
+                ),
+                &[&table],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let mut counted: BTreeMap<(String, String), i64> = BTreeMap::new();
+        for key in &keys {
+            let row: Value = pg
+                .query_one("SELECT sync.row_progress(NULL, $1, $2)", &[&table, key])
+                .unwrap()
+                .get(0);
+            for place in row["places"].as_array().unwrap() {
+                let replica = place["replica"].as_str().unwrap().to_owned();
+                let state = place["state"].as_str().unwrap().to_owned();
+                // A row it refused is one it should hold, set aside.
+                let should = matches!(
+                    state.as_str(),
+                    "holds" | "outdated" | "on_its_way" | "missing"
+                ) || (state == "set_aside" && place["refused"].is_string());
+                *counted.entry((replica.clone(), state)).or_default() += 1;
+                if should {
+                    *counted.entry((replica, "should".into())).or_default() += 1;
+                }
+            }
+        }
+        for replica in progress["replicas"].as_array().unwrap() {
+            let id = replica["replica"].as_str().unwrap().to_owned();
+            let f = replica["tables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["table"] == table)
+                .unwrap();
+            let n = |state: &str| {
+                counted
+                    .get(&(id.clone(), state.to_owned()))
+                    .copied()
+                    .unwrap_or(0)
+            };
+            let from_rows = [
+                n("should"),
+                n("holds") + n("outdated"),
+                n("outdated"),
+                n("on_its_way"),
+                n("missing"),
+                n("leaving"),
+                n("set_aside"),
+            ];
+            let figures = [
+                "should",
+                "holds",
+                "outdated",
+                "in_flight",
+                "missing",
+                "to_remove",
+                "set_aside",
+            ]
+            .map(|name| f[name].as_i64().unwrap());
+            assert_eq!(figures, from_rows, "{table} on {id}: {f}");
+        }
+    }
+}
+
 fn confirm(pg: &mut Client, replica: &str) {
     pg.execute(
         "UPDATE sync.replicas SET applied_epoch = epoch, applied_sequence = last_sequence \
@@ -385,6 +468,7 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
         "explain-snapshot-on-its-way",
         &explain(B, "orders", &order(3)),
     );
+    progress_agrees_with_row_progress(&mut pg);
 
     confirm(&mut pg, A);
     hold(
@@ -458,6 +542,7 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
     );
     hold(&mut pg, "explain-missing", &explain(A, "orders", &order(5)));
     hold(&mut pg, "explain-leaving", &explain(A, "orders", &order(2)));
+    progress_agrees_with_row_progress(&mut pg);
 
     // A row set aside, and a row a replica refused.
     pg.batch_execute(&format!(
@@ -490,6 +575,7 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
         &explain(A, "nutrition", &product(1)),
     );
     hold(&mut pg, "progress-every-state", "SELECT sync.progress()");
+    progress_agrees_with_row_progress(&mut pg);
 
     // A partition's scope, and a row of another partition.
     pg.batch_execute(
