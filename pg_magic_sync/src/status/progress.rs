@@ -10,9 +10,10 @@ use super::{answer, states_sql, tables, CONTRACT, SCOPE};
 
 /// The figures of each row state, per replica and table, answered as one
 /// document: every table that goes down (`$2`, parents first) for every
-/// replica, with zeros where it has none.
+/// replica, with zeros where it has none. The figures are counted once for
+/// every replica (MATERIALIZED), not again for each.
 const PROGRESS: &str = "\
-    , counts AS ( \
+    , counts AS MATERIALIZED ( \
         SELECT replica, table_name, \
                count(*) FILTER (WHERE should) AS should, \
                count(*) FILTER (WHERE state IN ('holds', 'outdated')) AS holds, \
