@@ -36,6 +36,9 @@ const HELD: &str = "\
     LEFT JOIN LATERAL (SELECT max(id) AS newest FROM sync.notes \
                        WHERE table_name = $2 AND key = $3) AS n ON true";
 
+/// The server's time, as the answer's `now`.
+const NOW: &str = "SELECT to_jsonb(now())";
+
 /// How many rows that pull a row in are named.
 const NAMED: i64 = 20;
 
@@ -105,7 +108,7 @@ pub fn explain(replica: pgrx::Uuid, table_name: &str, key: &str) -> Result<Value
     }
     let mut out = Map::new();
     out.insert("contract".into(), json!(CONTRACT));
-    out.insert("now".into(), answer("SELECT to_jsonb(now())", &[]));
+    out.insert("now".into(), answer(NOW, &[]));
     out.insert("replica".into(), json!(crate::spi::from_pg(replica)));
     out.insert("table".into(), json!(table.name));
     out.insert("key".into(), json!(key));
