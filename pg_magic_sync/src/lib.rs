@@ -39,6 +39,7 @@ mod message;
 mod relay;
 mod publish;
 mod receive;
+mod status;
 mod api;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -72,6 +73,13 @@ extension_sql_file!(
     "../../sql/status.sql",
     name = "status",
     requires = ["schema"]
+);
+// The status reads of rows (docs/src/status-rows.md): the row states they
+// share.
+extension_sql_file!(
+    "../../sql/status_rows.sql",
+    name = "status_rows",
+    requires = ["status"]
 );
 // Last, once every function exists: EXECUTE on the engine's own taken from
 // PUBLIC.

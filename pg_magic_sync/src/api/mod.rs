@@ -8,6 +8,7 @@ mod declaring;
 mod queue;
 mod receiving;
 mod relaying;
+mod status;
 
 /// The schema of the engine's own functions, for
 /// `#[pg_extern(schema = "sync_internal")]`: pgrx places a function only in

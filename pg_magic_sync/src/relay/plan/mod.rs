@@ -18,7 +18,7 @@
 //!   (incremental.rs).
 
 mod incremental;
-mod reach;
+pub mod reach;
 mod snapshot;
 
 use crate::catalog::table_sql::{key_text_of, quote_literal};

@@ -1,0 +1,43 @@
+//! The status reads of rows (docs/src/status-rows.md): thin wrappers over
+//! status/. Each is STABLE: it reads one snapshot and writes nothing.
+
+use pgrx::prelude::*;
+
+use crate::status;
+
+/// `sync.progress(scope)`: per live replica of the scope and per table that
+/// goes down, what it holds, should hold, has on its way, lets go, and has
+/// set aside.
+#[pg_extern(stable)]
+fn progress(scope: default!(Option<pgrx::JsonB>, "NULL")) -> pgrx::JsonB {
+    pgrx::JsonB(status::progress::progress(scope.map(|s| s.0)))
+}
+
+/// `sync.row_progress(scope, table_name, key)`: the row's state on each live
+/// replica of the scope it concerns.
+#[pg_extern(stable)]
+fn row_progress(scope: Option<pgrx::JsonB>, table_name: &str, key: &str) -> pgrx::JsonB {
+    status::row_progress::row_progress(scope.map(|s| s.0), table_name, key)
+        .map(pgrx::JsonB)
+        .unwrap_or_else(|e| e.raise())
+}
+
+/// `sync.explain(replica, table_name, key)`: why the row is, or is not, on
+/// the replica, as the planner sees it now.
+#[pg_extern(stable)]
+fn explain(replica: pgrx::Uuid, table_name: &str, key: &str) -> pgrx::JsonB {
+    status::explain::explain(replica, table_name, key)
+        .map(pgrx::JsonB)
+        .unwrap_or_else(|e| e.raise())
+}
+
+// A read's SQL is planned afresh each call, and its estimates (a recursive
+// walk, a set-returning scope) run high enough to set the JIT compiling for
+// seconds what runs in milliseconds: the reads run without it.
+extension_sql!(
+    "ALTER FUNCTION sync.progress(jsonb) SET jit = off;\n\
+     ALTER FUNCTION sync.row_progress(jsonb, text, text) SET jit = off;\n\
+     ALTER FUNCTION sync.explain(uuid, text, text) SET jit = off;\n",
+    name = "status_rows_without_jit",
+    requires = [progress, row_progress, explain]
+);

@@ -1,0 +1,40 @@
+//! `sync.row_progress(scope, table, key)`: where one row is, per live
+//! replica of the scope that holds it, should hold it, or has it set aside.
+//! The states are those sync.progress() counts, so the two always agree.
+
+use pgrx::datum::DatumWithOid;
+use serde_json::Value;
+
+use super::{answer, key_of, states_sql, table_going_down, tables, CONTRACT, SCOPE};
+use crate::error::Error;
+
+/// The row's place on each replica it concerns, and how many of the scope's
+/// replicas it does not concern (neither held, nor reached by their rules).
+const ROW_PROGRESS: &str = "\
+    SELECT jsonb_build_object('contract', $4::integer, 'now', now(), \
+        'table', $2::text, 'key', $3::text, \
+        'places', coalesce((SELECT jsonb_agg(jsonb_build_object( \
+            'replica', s.replica, 'state', s.state, \
+            'note', s.note, 'newest_note', s.newest, 'sent', s.sent, \
+            'confirmed', coalesce(s.confirmed, false), \
+            'leaving', s.leaving, 'refused', s.refused) ORDER BY s.replica) \
+            FROM states s WHERE s.state IS NOT NULL), '[]'::jsonb), \
+        'unconcerned', (SELECT count(*) FROM replicas r WHERE NOT EXISTS ( \
+            SELECT 1 FROM states s WHERE s.replica = r.id AND s.state IS NOT NULL))) \
+    ";
+
+/// The row `key` of `table_name` on every live replica of `scope`. A table
+/// that does not go down, or a key that does not parse, is refused.
+pub fn row_progress(scope: Option<Value>, table_name: &str, key: &str) -> Result<Value, Error> {
+    let tables = tables();
+    let table = table_going_down(&tables, table_name)?;
+    let key = key_of(&table, key)?;
+    let sql = format!("{} {ROW_PROGRESS}", states_sql(&tables, SCOPE, true));
+    let args: [DatumWithOid; 4] = [
+        scope.map(pgrx::JsonB).into(),
+        table.name.as_str().into(),
+        key.as_str().into(),
+        CONTRACT.into(),
+    ];
+    Ok(answer(&sql, &args))
+}

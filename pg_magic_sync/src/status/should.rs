@@ -1,0 +1,296 @@
+//! What the replicas of a scope should hold now, as the planner sees it,
+//! written as SELECTs only: the status reads are STABLE and may not fill the
+//! pass's scratch tables. Common table expressions stand for the relations
+//! relay/plan/reach.rs takes by name, and a recursive one stands for the
+//! snapshot planner's rounds (relay/plan/snapshot.rs).
+//!
+//! The expressions, written after `WITH RECURSIVE`:
+//! - `scope (id, partition)`: the scope's live replicas;
+//! - `blocked (table_name, key, root_table, root_key)`: the rows that cannot
+//!   go, each with the row set aside that blocks it (itself, or a row it
+//!   points at, through any number of references);
+//! - `reach (replica, table_name, key, blocked)`: what the rules send each
+//!   replica, then every parent and follower of what was reached, rounds on
+//!   until nothing new comes; a blocked row is reached (so it can be counted
+//!   as set aside) but reaches nothing further, as the planner never plans
+//!   it.
+//!
+//! Asked of one row (`one_row_ctes`), the same answer comes the other way
+//! round, at the cost of what leads to that row rather than of everything:
+//! - `back (table_name, key, via_kind, via_table, via_key)`: the row (`$2`,
+//!   `$3`), then every row that reaches it, walking the edges backwards (a
+//!   row that points at one, the row a follower follows), through rows that
+//!   are not blocked; `via` is the first step of the way, NULL for the row
+//!   itself;
+//! - `hits (replica, via_kind, via_table, via_key)`: the rows of `back` a
+//!   replica's rules send it, and the way each leads to the row;
+//! - `reach`, as above, of that one row only.
+
+use crate::catalog::Declared;
+use crate::relay::plan::reach::{children, followers, parents, rule_rows};
+
+/// A relation of no rows `(replica, table_name, key)`, for a union of none.
+const NO_ROWS: &str = "SELECT NULL::uuid, NULL::text, NULL::text WHERE false";
+
+/// Keys and names compare byte for byte, as sync.held's and sync.notes's
+/// columns do: every key that reaches a comparison is brought to "C", so no
+/// two collations meet.
+const BLOCKED_SEEDS: &str = "\
+    SELECT q.table_name COLLATE \"C\", q.key COLLATE \"C\", \
+           q.table_name COLLATE \"C\", q.key COLLATE \"C\" FROM sync.quarantine q";
+
+/// Whether the row `alias` is blocked.
+fn is_blocked(alias: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM blocked b WHERE b.table_name = {alias}.table_name \
+         AND b.key = {alias}.key)"
+    )
+}
+
+/// The row `alias` of a lateral join, as a relation reach.rs can take by name.
+fn one_row(alias: &str) -> String {
+    format!(
+        "(SELECT {alias}.replica AS replica, {alias}.table_name AS table_name, \
+         {alias}.key AS key)"
+    )
+}
+
+/// A blocked row of a lateral join, as a relation reach.rs can take by
+/// name: blocked rows are blocked for every replica.
+fn one_blocked_row(alias: &str) -> String {
+    format!(
+        "(SELECT NULL::uuid AS replica, {alias}.table_name AS table_name, \
+         {alias}.key AS key)"
+    )
+}
+
+fn union_all(parts: Vec<String>) -> String {
+    if parts.is_empty() {
+        NO_ROWS.to_owned()
+    } else {
+        parts.join(" UNION ALL ")
+    }
+}
+
+/// The tables that go down, the only ones a replica is sent.
+fn down(tables: &[Declared]) -> impl Iterator<Item = &Declared> {
+    tables.iter().filter(|t| t.mirror.goes_down())
+}
+
+/// The common table expressions described above, for the replicas `scope`
+/// answers (a query of `(id, partition)`).
+pub fn ctes(tables: &[Declared], scope: &str) -> String {
+    format!(
+        "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
+         reach(replica, table_name, key, blocked) AS ({reach})",
+        blocked = blocked(tables),
+        reach = reach(tables),
+    )
+}
+
+/// The expressions for one row, `$2` (its table) and `$3` (its key): the
+/// same `scope`, `blocked` and `reach`, with `back` and `hits` between.
+pub fn one_row_ctes(tables: &[Declared], scope: &str) -> String {
+    let sent: Vec<String> = down(tables)
+        .filter_map(|table| rule_rows(table, "scope", Some("candidates")))
+        .collect();
+    format!(
+        "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
+         back(table_name, key, via_kind, via_table, via_key) AS ({back}), \
+         candidates AS NOT MATERIALIZED ( \
+             SELECT s.id AS replica, b.table_name, b.key \
+             FROM (SELECT DISTINCT table_name, key FROM back) AS b CROSS JOIN scope AS s), \
+         hits(replica, via_kind, via_table, via_key) AS ( \
+             SELECT DISTINCT x.replica, b.via_kind, b.via_table, b.via_key \
+             FROM ({sent}) AS x(replica, table_name, key) \
+             JOIN back AS b ON b.table_name = x.table_name COLLATE \"C\" AND b.key = x.key COLLATE \"C\"), \
+         reach(replica, table_name, key, blocked) AS ( \
+             SELECT DISTINCT h.replica, $2::text COLLATE \"C\", $3::text COLLATE \"C\", \
+                    EXISTS (SELECT 1 FROM blocked b WHERE b.table_name = $2 AND b.key = $3) \
+             FROM hits AS h)",
+        blocked = blocked(tables),
+        back = back(tables),
+        sent = union_all(sent),
+    )
+}
+
+/// The row `$2`, `$3` and every row that reaches it, each with the first
+/// step of its way there.
+fn back(tables: &[Declared]) -> String {
+    let seed = "SELECT $2::text COLLATE \"C\", $3::text COLLATE \"C\", NULL::text, \
+                NULL::text COLLATE \"C\", NULL::text COLLATE \"C\"";
+    let mut steps = Vec::new();
+    for table in down(tables) {
+        // A row that points at the row: the row is its parent.
+        for reference in &table.references {
+            steps.push(format!(
+                "SELECT 'parent_of', c.replica, c.table_name, c.key \
+                 FROM ({}) AS c(replica, table_name, key)",
+                children(table, reference, &one_blocked_row("b0"))
+            ));
+        }
+        // The row a follower follows: the follower goes where it goes.
+        if let Some(followed) = table.followed() {
+            steps.push(format!(
+                "SELECT 'follows', p.replica, p.table_name, p.key \
+                 FROM ({}) AS p(replica, table_name, key)",
+                parents(table, followed, &one_blocked_row("b0"))
+            ));
+        }
+    }
+    if steps.is_empty() {
+        return seed.to_owned();
+    }
+    format!(
+        "{seed} UNION \
+         SELECT u.table_name, u.key, coalesce(b0.via_kind, u.kind), \
+                coalesce(b0.via_table, u.table_name), coalesce(b0.via_key, u.key) \
+         FROM back AS b0 CROSS JOIN LATERAL ( \
+             SELECT u0.kind, u0.table_name COLLATE \"C\" AS table_name, u0.key COLLATE \"C\" AS key \
+             FROM ({steps}) AS u0(kind, replica, table_name, key)) AS u \
+         WHERE (b0.via_kind IS NULL OR NOT {b0_blocked}) AND NOT {u_blocked}",
+        steps = steps.join(" UNION ALL "),
+        b0_blocked = is_blocked("b0"),
+        u_blocked = is_blocked("u"),
+    )
+}
+
+/// The rows set aside, and every row that points at one.
+fn blocked(tables: &[Declared]) -> String {
+    let pointing: Vec<String> = down(tables)
+        .flat_map(|table| {
+            table
+                .references
+                .iter()
+                .map(|reference| children(table, reference, &one_blocked_row("b0")))
+        })
+        .collect();
+    if pointing.is_empty() {
+        return BLOCKED_SEEDS.to_owned();
+    }
+    format!(
+        "{BLOCKED_SEEDS} UNION \
+         SELECT u.table_name COLLATE \"C\", u.key COLLATE \"C\", b0.root_table, b0.root_key \
+         FROM blocked AS b0 CROSS JOIN LATERAL ({}) AS u(replica, table_name, key)",
+        pointing.join(" UNION ALL ")
+    )
+}
+
+/// What the rules send, closed over parents and followers.
+fn reach(tables: &[Declared]) -> String {
+    let sent: Vec<String> = down(tables)
+        .filter_map(|table| rule_rows(table, "scope", None))
+        .collect();
+    let seeds = format!(
+        "SELECT s.replica, s.table_name, s.key, {blocked} FROM ( \
+         SELECT s0.replica, s0.table_name COLLATE \"C\" AS table_name, s0.key COLLATE \"C\" AS key \
+         FROM ({rules}) AS s0(replica, table_name, key)) AS s",
+        blocked = is_blocked("s"),
+        rules = union_all(sent),
+    );
+    let mut reached = Vec::new();
+    for table in down(tables) {
+        for reference in &table.references {
+            reached.push(parents(table, reference, &one_row("f0")));
+        }
+        reached.extend(followers(table, &one_row("f0")));
+    }
+    if reached.is_empty() {
+        return seeds;
+    }
+    format!(
+        "{seeds} UNION \
+         SELECT u.replica, u.table_name, u.key, {blocked} FROM reach AS f0 CROSS JOIN LATERAL ( \
+         SELECT u0.replica, u0.table_name COLLATE \"C\" AS table_name, u0.key COLLATE \"C\" AS key \
+         FROM ({rows}) AS u0(replica, table_name, key)) AS u WHERE NOT f0.blocked",
+        blocked = is_blocked("u"),
+        rows = reached.join(" UNION ALL "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::table_sql::qualified;
+    use crate::catalog::{Mirror, Reference, Rule};
+    use magic_sync_proto::key::KeyType;
+
+    fn table(name: &str, rule: Rule, references: Vec<Reference>) -> Declared {
+        Declared {
+            name: name.into(),
+            relation: qualified("shop", name),
+            mirror: Mirror::Catalog,
+            key_columns: vec!["id".into()],
+            key_types: vec![KeyType::Uuid],
+            rule,
+            references,
+            ..Default::default()
+        }
+    }
+
+    fn to_products() -> Reference {
+        Reference {
+            constraint: "orders_product_id_fkey".into(),
+            parent: "products".into(),
+            columns: vec!["product_id".into()],
+            parent_columns: vec!["id".into()],
+            key_types: vec![KeyType::Uuid],
+        }
+    }
+
+    #[test]
+    fn tables_that_point_at_nothing_reach_only_what_their_rules_send() {
+        let sql = ctes(&[table("products", Rule::Broadcast, vec![])], "SELECT 1");
+        assert!(!sql.contains("FROM reach AS f0"), "{sql}");
+        assert!(!sql.contains("FROM blocked AS b0"), "{sql}");
+        assert!(sql.contains("\"shop\".\"products\""), "{sql}");
+    }
+
+    #[test]
+    fn a_reference_closes_reach_over_parents_and_blocks_what_points_at_a_row_set_aside() {
+        let tables = [
+            table("products", Rule::None, vec![]),
+            table(
+                "orders",
+                Rule::Assigned {
+                    column: "register_id".into(),
+                },
+                vec![to_products()],
+            ),
+        ];
+        let sql = ctes(&tables, "SELECT 1");
+        assert!(sql.contains("FROM reach AS f0 CROSS JOIN LATERAL"), "{sql}");
+        assert!(sql.contains("WHERE NOT f0.blocked"), "{sql}");
+        assert!(
+            sql.contains("FROM blocked AS b0 CROSS JOIN LATERAL"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn one_row_is_reached_backwards_from_the_rows_that_point_at_it() {
+        let tables = [
+            table("products", Rule::None, vec![]),
+            table(
+                "orders",
+                Rule::Assigned {
+                    column: "register_id".into(),
+                },
+                vec![to_products()],
+            ),
+        ];
+        let sql = one_row_ctes(&tables, "SELECT 1");
+        assert!(sql.contains("FROM back AS b0 CROSS JOIN LATERAL"), "{sql}");
+        assert!(sql.contains("SELECT 'parent_of'"), "{sql}");
+        assert!(sql.contains("candidates AS c JOIN scope AS r"), "{sql}");
+        assert!(!sql.contains("FROM reach AS f0"), "{sql}");
+    }
+
+    #[test]
+    fn tables_that_go_up_reach_no_replica() {
+        let mut record = table("sales", Rule::Broadcast, vec![]);
+        record.mirror = Mirror::Record;
+        let sql = ctes(&[record], "SELECT 1");
+        assert!(!sql.contains("\"sales\""), "{sql}");
+    }
+}
