@@ -246,7 +246,7 @@ fn select_kept<R>(
     read: impl FnOnce(pgrx::spi::SpiTupleTable) -> R,
 ) -> R {
     Spi::connect(|client| {
-        let outcome = match kept_plan(&client, sql, args, false, fixed) {
+        let outcome = match kept_plan(client, sql, args, false, fixed) {
             Some(plan) => client.select(&*plan.0, limit, args),
             None => client.select(sql, limit, args),
         };
