@@ -493,3 +493,20 @@ LANGUAGE sql STABLE SET jit = off AS $$
                               'now', statement_timestamp())
            || sync_internal.health(scope, sync_internal.status_count('lim', lim))
 $$;
+
+-- Lets `reader` use the status reads and nothing else: USAGE on schema sync
+-- and EXECUTE on the six reads, which run as the extension's owner
+-- (sql/privileges.sql), so the reader is given no engine table (not the
+-- secrets of sync.epochs, not the messages of sync.outbox) and no
+-- function of sync_internal. The owner's to call.
+CREATE FUNCTION sync.allow_reading(reader regrole) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- A regrole prints as a quoted identifier.
+    EXECUTE format('GRANT USAGE ON SCHEMA sync TO %s', reader);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION sync.overview(jsonb, integer), '
+                   'sync.listing(jsonb, text, integer, integer), sync.health(jsonb, integer), '
+                   'sync.progress(jsonb), sync.row_progress(jsonb, text, text), '
+                   'sync.explain(uuid, text, text) TO %s', reader);
+END
+$$;
