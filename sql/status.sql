@@ -494,8 +494,90 @@ LANGUAGE sql STABLE SET jit = off AS $$
            || sync_internal.health(scope, sync_internal.status_count('lim', lim))
 $$;
 
+-- A label's value as OpenMetrics writes it: backslash, double quote and
+-- newline escaped.
+CREATE FUNCTION sync_internal.metric_label(value text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT replace(replace(replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
+$$;
+
+-- The same figures as the overview, as OpenMetrics text for a Prometheus
+-- scrape through a SQL exporter (docs/src/status.md, "sync.metrics"):
+-- gauges labelled by state and by table, never by replica unless
+-- `by_replica` asks (a fleet's ids would make a series each).
+CREATE FUNCTION sync.metrics(by_replica boolean DEFAULT false) RETURNS text
+LANGUAGE sql STABLE AS $$
+    WITH r AS (SELECT * FROM sync_internal.replica_states(NULL)),
+    h AS (SELECT sync_internal.health(NULL, 0) AS h),
+    t AS (SELECT jsonb_array_elements(sync_internal.table_figures(NULL)) AS t),
+    lines AS (
+        SELECT 1 AS part, 0 AS n, '# TYPE magic_sync_replicas gauge' || E'\n'
+               || '# HELP magic_sync_replicas Live replicas in each state.' AS line
+        UNION ALL
+        SELECT 1, 1 + array_position(sync_internal.status_states(), st),
+               format('magic_sync_replicas{state="%s"} %s', st,
+                      (SELECT count(*) FROM r WHERE r.state = st))
+        FROM unnest(sync_internal.status_states()) AS st
+        UNION ALL
+        SELECT 2, 0, '# TYPE magic_sync_healthy gauge' || E'\n'
+               || '# HELP magic_sync_healthy 1 while nothing waits for a fix.' || E'\n'
+               || format('magic_sync_healthy %s', CASE WHEN (h.h->>'healthy')::boolean THEN 1 ELSE 0 END)
+               || E'\n' || '# TYPE magic_sync_notes_pending gauge' || E'\n'
+               || '# HELP magic_sync_notes_pending Changes noted and not yet planned.' || E'\n'
+               || format('magic_sync_notes_pending %s', h.h->'notes'->>'pending')
+               || E'\n' || '# TYPE magic_sync_notes_oldest_age_seconds gauge' || E'\n'
+               || '# HELP magic_sync_notes_oldest_age_seconds How long the oldest change not yet planned has waited.' || E'\n'
+               || format('magic_sync_notes_oldest_age_seconds %s',
+                         coalesce(h.h->'notes'->>'oldest_age_seconds', '0'))
+               || E'\n' || '# TYPE magic_sync_waiting gauge' || E'\n'
+               || '# HELP magic_sync_waiting What the engine waits on, by kind and by whether it waits for a fix.' || E'\n'
+               || format('magic_sync_waiting{kind="set_aside"} %s', h.h->'set_aside'->>'total') || E'\n'
+               || format('magic_sync_waiting{kind="refused"} %s', h.h->'refused'->>'total') || E'\n'
+               || format('magic_sync_waiting{kind="inbox"} %s', h.h->'inbox'->>'total') || E'\n'
+               || format('magic_sync_waiting{kind="failing"} %s', h.h->'failing'->>'total')
+        FROM h
+        UNION ALL
+        SELECT 3, f.position,
+               format('# TYPE magic_sync_table_%1$s gauge' || E'\n'
+                      || '# HELP magic_sync_table_%1$s %2$s', f.name, f.help)
+               || coalesce(E'\n' || (
+                      SELECT string_agg(format('magic_sync_table_%s{table="%s"} %s', f.name,
+                                               sync_internal.metric_label(t.t->>'table'),
+                                               CASE WHEN f.name <> 'synced' THEN t.t->>f.name
+                                                    WHEN (t.t->>'synced')::boolean THEN '1'
+                                                    ELSE '0' END),
+                                        E'\n' ORDER BY t.t->>'table')
+                      FROM t), '')
+        FROM (VALUES (1, 'pending', 'Changes of the table not yet planned.'),
+                     (2, 'in_flight', 'Rows of the table in messages not yet confirmed.'),
+                     (3, 'set_aside', 'Rows of the table set aside.'),
+                     (4, 'unfiled', 'Rows written on replicas and not filed yet.'),
+                     (5, 'synced', '1 while the table is where it should be on every replica.'))
+             AS f(position, name, help)
+        UNION ALL
+        SELECT 5, 0, '# TYPE magic_sync_relay_passes counter' || E'\n'
+               || '# HELP magic_sync_relay_passes Relay passes run.' || E'\n'
+               || format('magic_sync_relay_passes_total %s',
+                         coalesce((SELECT passes FROM sync.relay_state), 0))
+               || E'\n' || '# TYPE magic_sync_alarms counter' || E'\n'
+               || '# HELP magic_sync_alarms Alarms raised (sync.alarms).' || E'\n'
+               || format('magic_sync_alarms_total %s', (SELECT count(*) FROM sync.alarms))
+        UNION ALL
+        SELECT 6, 0, '# TYPE magic_sync_replica_state gauge' || E'\n'
+               || '# HELP magic_sync_replica_state 1 for the state each replica is in.'
+        WHERE by_replica
+        UNION ALL
+        SELECT 7, 0, string_agg(format('magic_sync_replica_state{replica="%s",state="%s"} 1',
+                                       r.id, r.state), E'\n' ORDER BY r.id)
+        FROM r WHERE by_replica
+        HAVING count(*) > 0
+    )
+    SELECT string_agg(line, E'\n' ORDER BY part, n) || E'\n# EOF\n'
+    FROM lines WHERE line IS NOT NULL
+$$;
+
 -- Lets `reader` use the status reads and nothing else: USAGE on schema sync
--- and EXECUTE on the six reads, which run as the extension's owner
+-- and EXECUTE on the seven reads, which run as the extension's owner
 -- (sql/privileges.sql), so the reader is given no engine table (not the
 -- secrets of sync.epochs, not the messages of sync.outbox) and no
 -- function of sync_internal. The owner's to call.
@@ -507,6 +589,6 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION sync.overview(jsonb, integer), '
                    'sync.listing(jsonb, text, integer, integer), sync.health(jsonb, integer), '
                    'sync.progress(jsonb), sync.row_progress(jsonb, text, text), '
-                   'sync.explain(uuid, text, text) TO %s', reader);
+                   'sync.explain(uuid, text, text), sync.metrics(boolean) TO %s', reader);
 END
 $$;

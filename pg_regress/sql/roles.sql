@@ -32,6 +32,7 @@ SELECT jsonb_array_length((sync.progress())->'replicas') AS replicas;
 SELECT (sync.row_progress(NULL, 'products', '00000000-0000-0000-0000-000000000001'))->'places'->0->>'state' AS state;
 SELECT (sync.explain('00000000-0000-0000-0000-00000000000a', 'products',
                      '00000000-0000-0000-0000-000000000001'))->>'should' AS should;
+SELECT sync.metrics() LIKE '%magic_sync_replicas{state="catching_up"} 1%' AS metrics;
 -- And nothing else: not the epochs' secrets, not the messages, not the
 -- engine's own functions, not the queue, not declaring, not relaying.
 SELECT count(*) FROM sync.epochs;
