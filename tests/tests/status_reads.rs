@@ -24,17 +24,21 @@ use serde_json::Value;
 use shop::*;
 use uuid::Uuid;
 
-/// A register's products as its file holds them (those not retired):
-/// (id, name, price), sorted. Read through a connection of its own, as
-/// another program on the device would.
-fn products_in(file: &Path) -> Vec<(Uuid, String, i64)> {
+/// The rows `sql` answers of a register's file, each read by `row` (its
+/// first column a uuid's bytes), sorted. Read through a connection of its
+/// own, as another program on the device would.
+fn rows_in<T: Ord>(
+    file: &Path,
+    sql: &str,
+    row: impl Fn(Uuid, &rusqlite::Row) -> rusqlite::Result<T>,
+) -> Vec<T> {
     let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let mut rows: Vec<(Uuid, String, i64)> = conn
-        .prepare("SELECT id, name, price_cents FROM products WHERE retired_at IS NULL")
+    let mut rows: Vec<T> = conn
+        .prepare(sql)
         .unwrap()
         .query_map([], |r| {
             let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
+            row(Uuid::from_slice(&id).unwrap(), r)
         })
         .unwrap()
         .collect::<Result<_, _>>()
@@ -43,21 +47,23 @@ fn products_in(file: &Path) -> Vec<(Uuid, String, i64)> {
     rows
 }
 
+/// A register's products as its file holds them (those not retired):
+/// (id, name, price), sorted.
+fn products_in(file: &Path) -> Vec<(Uuid, String, i64)> {
+    rows_in(
+        file,
+        "SELECT id, name, price_cents FROM products WHERE retired_at IS NULL",
+        |id, r| Ok((id, r.get(1)?, r.get(2)?)),
+    )
+}
+
 /// The register's state rows as its file holds them: (id, note).
 fn states_in(file: &Path) -> Vec<(Uuid, String)> {
-    let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let mut rows: Vec<(Uuid, String)> = conn
-        .prepare("SELECT id, note FROM register_state WHERE retired_at IS NULL")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
+    rows_in(
+        file,
+        "SELECT id, note FROM register_state WHERE retired_at IS NULL",
+        |id, r| Ok((id, r.get(1)?)),
+    )
 }
 
 /// What the server says every register should hold, and the overview, read

@@ -238,6 +238,21 @@ mod tests {
         }
     }
 
+    /// Products sent with nothing but the orders that point at them, orders
+    /// assigned to a register.
+    fn orders_of_products() -> [Declared; 2] {
+        [
+            table("products", Rule::None, vec![]),
+            table(
+                "orders",
+                Rule::Assigned {
+                    column: "register_id".into(),
+                },
+                vec![to_products()],
+            ),
+        ]
+    }
+
     #[test]
     fn tables_that_point_at_nothing_reach_only_what_their_rules_send() {
         let sql = ctes(&[table("products", Rule::Broadcast, vec![])], "SELECT 1");
@@ -248,17 +263,7 @@ mod tests {
 
     #[test]
     fn a_reference_closes_reach_over_parents_and_blocks_what_points_at_a_row_set_aside() {
-        let tables = [
-            table("products", Rule::None, vec![]),
-            table(
-                "orders",
-                Rule::Assigned {
-                    column: "register_id".into(),
-                },
-                vec![to_products()],
-            ),
-        ];
-        let sql = ctes(&tables, "SELECT 1");
+        let sql = ctes(&orders_of_products(), "SELECT 1");
         assert!(sql.contains("FROM reach AS f0 CROSS JOIN LATERAL"), "{sql}");
         assert!(sql.contains("WHERE NOT f0.blocked"), "{sql}");
         assert!(
@@ -269,17 +274,7 @@ mod tests {
 
     #[test]
     fn one_row_is_reached_backwards_from_the_rows_that_point_at_it() {
-        let tables = [
-            table("products", Rule::None, vec![]),
-            table(
-                "orders",
-                Rule::Assigned {
-                    column: "register_id".into(),
-                },
-                vec![to_products()],
-            ),
-        ];
-        let sql = one_row_ctes(&tables, "SELECT 1");
+        let sql = one_row_ctes(&orders_of_products(), "SELECT 1");
         assert!(sql.contains("FROM back AS b0 CROSS JOIN LATERAL"), "{sql}");
         assert!(sql.contains("SELECT 'parent_of'"), "{sql}");
         assert!(sql.contains("candidates AS c JOIN scope AS r"), "{sql}");
