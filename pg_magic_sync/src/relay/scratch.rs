@@ -71,6 +71,12 @@ pub const TABLES: &[(&str, &str)] = &[
     ),
     // plan/incremental: the replicas kept up to date.
     ("sync_pass_current", "id uuid, partition text"),
+    // plan/incremental: what the replicas hold of the rows touched.
+    (
+        "sync_pass_touched_held",
+        "replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\", \
+         note bigint, leaving bigint, refused boolean",
+    ),
     // plan/incremental: the rows in question.
     ("sync_pass_question", ROWS),
     // plan/incremental: the rows kept.
@@ -114,6 +120,17 @@ struct Facts {
     /// Its size when its statistics were last taken: 0 when they never
     /// were since it was made or truncated.
     analyzed_pages: i64,
+}
+
+impl Facts {
+    /// Whether the planner needs fresh statistics of the table. Emptying
+    /// it (TRUNCATE) forgets its statistics' size, so a large table filled
+    /// again is analyzed again, but not twice for the same rows.
+    fn stale(&self) -> bool {
+        let never = self.analyzed_pages == 0;
+        let large_and_changed = self.pages > SMALL_PAGES && self.pages != self.analyzed_pages;
+        self.pages > 0 && (never || large_and_changed)
+    }
 }
 
 /// Makes the scratch tables this session lacks and empties the others.
@@ -161,16 +178,14 @@ pub fn empty(name: &str) {
 }
 
 /// Takes the statistics of those of `names` the planner would otherwise
-/// misjudge: large ones, and those that never had any. Without any, it
-/// takes a table of a few rows for thousands.
+/// misjudge: large ones whose size changed since their statistics were
+/// taken, and those that never had any. Without any, it takes a table of a
+/// few rows for thousands.
 pub fn analyze(names: &[&str]) {
     let stale: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|name| {
-            facts(name)
-                .is_some_and(|f| f.pages > 0 && (f.analyzed_pages == 0 || f.pages > SMALL_PAGES))
-        })
+        .filter(|name| facts(name).is_some_and(|f| f.stale()))
         .collect();
     if !stale.is_empty() {
         spi::run(&format!("ANALYZE {}", stale.join(", ")));

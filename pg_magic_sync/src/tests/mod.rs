@@ -195,6 +195,77 @@ mod tests {
         );
     }
 
+    /// What the replicas hold of the product `name`: (note, leaving) each.
+    fn held_of(name: &str) -> Vec<(i64, Option<i64>)> {
+        Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT h.note, h.leaving FROM sync.held h JOIN shop.products p \
+                     ON h.key = p.id::text WHERE p.name = $1 ORDER BY h.replica",
+                    None,
+                    &[name.into()],
+                )
+                .unwrap()
+                .map(|row| {
+                    (
+                        row.get::<i64>(1).unwrap().unwrap(),
+                        row.get::<i64>(2).unwrap(),
+                    )
+                })
+                .collect()
+        })
+    }
+
+    #[pg_test]
+    fn a_change_is_planned_alike_whether_what_is_held_of_it_is_looked_up_or_read_whole() {
+        Spi::run(SHOP).unwrap();
+        Spi::run(
+            "INSERT INTO shop.products SELECT gen_random_uuid(), 'Extra ' || i, i \
+             FROM generate_series(1, 60) AS i",
+        )
+        .unwrap();
+        pass();
+        // 124 rows held: a change of one row (2 pairs) is looked up, one of
+        // ten rows (20 pairs) read whole.
+        Spi::run("ANALYZE sync.held").unwrap();
+        Spi::run("UPDATE shop.products SET price_cents = 1 WHERE name = 'Tea'").unwrap();
+        let looked_up = pass();
+        assert!(crate::relay::plan::incremental::few_pairs_touched());
+        assert_eq!(looked_up["messages"], 2, "{looked_up}");
+        let newest = count("SELECT max(note) FROM sync.held");
+        assert_eq!(held_of("Tea"), vec![(newest, None); 2]);
+        Spi::run(
+            "UPDATE shop.products SET price_cents = price_cents + 1000 WHERE name LIKE 'Extra _'",
+        )
+        .unwrap();
+        let before = newest;
+        Spi::run("DELETE FROM shop.products WHERE name = 'Coffee'").unwrap();
+        let read_whole = pass();
+        assert!(!crate::relay::plan::incremental::few_pairs_touched());
+        assert_eq!(read_whole["messages"], 2, "{read_whole}");
+        assert_eq!(
+            count("SELECT count(*) FROM sync.held WHERE leaving IS NOT NULL"),
+            2,
+            "Coffee is taken back from both"
+        );
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM sync.held h JOIN shop.products p ON h.key = p.id::text \
+                 WHERE p.name LIKE 'Extra _' AND h.note > {before}"
+            )),
+            18,
+            "nine rows changed, for both replicas"
+        );
+        Spi::run("DELETE FROM shop.products WHERE name = 'Tea'").unwrap();
+        pass();
+        assert!(crate::relay::plan::incremental::few_pairs_touched());
+        assert_eq!(
+            count("SELECT count(*) FROM sync.held WHERE leaving IS NOT NULL"),
+            4,
+            "Tea is taken back from both, looked up"
+        );
+    }
+
     #[pg_test]
     fn a_replica_no_longer_live_is_forgotten() {
         Spi::run(SHOP).unwrap();

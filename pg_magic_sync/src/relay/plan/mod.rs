@@ -17,7 +17,7 @@
 //!   (snapshot.rs), and around what changed for the others
 //!   (incremental.rs).
 
-mod incremental;
+pub(crate) mod incremental;
 pub mod reach;
 mod snapshot;
 
