@@ -33,9 +33,7 @@ fn uuid_spelt_otherwise(text: &str, types: &[KeyType]) -> Option<KeyError> {
     text.split('|')
         .zip(types)
         .enumerate()
-        .find(|(_, (piece, ty))| {
-            **ty == KeyType::Uuid && !UUID_SPELLINGS.contains(&piece.len())
-        })
+        .find(|(_, (piece, ty))| **ty == KeyType::Uuid && !UUID_SPELLINGS.contains(&piece.len()))
         .map(|(at, (piece, _))| KeyError::Part {
             key: text.to_owned(),
             index: at + 1,
@@ -53,7 +51,12 @@ mod tests {
     #[test]
     fn a_uuid_key_is_hyphenated_or_bare_hex_in_either_case() {
         let bare = U.replace('-', "");
-        for spelling in [U.to_owned(), U.to_uppercase(), bare.clone(), bare.to_uppercase()] {
+        for spelling in [
+            U.to_owned(),
+            U.to_uppercase(),
+            bare.clone(),
+            bare.to_uppercase(),
+        ] {
             assert_eq!(canonical(&spelling, &[KeyType::Uuid]).unwrap(), U);
         }
     }
