@@ -118,6 +118,46 @@ fn the_gap_is_said_again_only_when_it_grows() {
 }
 
 #[test]
+fn the_gap_is_the_largest_sequence_not_followed_and_a_redelivery_does_not_lower_it() {
+    let (_shop, mut replica, mut server) = provisioned();
+    let applied = replica.last_applied().unwrap();
+    server.lose();
+    let first = server.down(vec![]);
+    let second = server.down(vec![]);
+    assert_eq!(
+        replica.receive(&second).unwrap(),
+        Received::Gap {
+            newest: server.sequence
+        }
+    );
+    // The earlier one comes late: the gap stays at the newer.
+    assert_eq!(
+        replica.receive(&first).unwrap(),
+        Received::Gap {
+            newest: server.sequence
+        }
+    );
+    // One at or below the last applied is a redelivery, not a gap.
+    let mut again = server.peek(vec![]);
+    again.sequence = applied.sequence;
+    again.previous = applied.sequence - 1;
+    assert!(matches!(
+        replica.receive(&encode_down(again)).unwrap(),
+        Received::Already { .. }
+    ));
+    assert_eq!(replica.last_applied().unwrap().gap, server.sequence);
+}
+
+#[test]
+fn a_message_of_another_epoch_that_begins_no_snapshot_is_a_gap() {
+    let (_shop, mut replica, mut server) = provisioned();
+    server.new_epoch();
+    server.nonce = 5;
+    let received = replica.receive(&server.down(vec![])).unwrap();
+    assert_eq!(received, Received::Gap { newest: 2 });
+}
+
+#[test]
 fn nothing_applied_yet_follows_nothing() {
     let shop = Shop::new();
     let mut replica = shop.open();

@@ -64,6 +64,25 @@ fn a_rejection_is_reported_once() {
 }
 
 #[test]
+fn a_rejection_is_reported_when_its_epoch_comes_next_spelt_in_capitals() {
+    let (_shop, mut replica, mut server) = provisioned();
+    say(&mut replica);
+    apply(
+        &mut replica,
+        &server.down(vec![part("products").product(1, "tea", -1)]),
+    );
+    // The same epoch, spelt otherwise: epochs are compared as UUIDs.
+    server.epoch = server.epoch.to_uppercase();
+    apply(
+        &mut replica,
+        &server.down(vec![part("products").product(2, "jam", 6)]),
+    );
+    let up = say(&mut replica).unwrap();
+    assert_eq!(up.rejected.len(), 1, "{up:?}");
+    assert_eq!(up.rejected[0].key, uuid(1));
+}
+
+#[test]
 fn rejections_that_do_not_fit_one_up_go_first_without_the_last_applied() {
     let shop = Shop::new();
     let mut conn = shop.connect();

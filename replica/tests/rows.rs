@@ -151,6 +151,52 @@ fn a_delete_of_a_key_that_does_not_parse_is_ignored_and_the_rest_applies() {
     );
 }
 
+/// The key rules spell a UUID part hyphenated or as bare hex digits, in
+/// either case; these spellings they do not name.
+fn uuid_spelt_otherwise(n: u128) -> [String; 2] {
+    [format!("{{{}}}", uuid(n)), format!("urn:uuid:{}", uuid(n))]
+}
+
+#[test]
+fn a_uuid_key_in_braces_does_not_parse_so_its_row_is_left_out_unreported() {
+    for key in uuid_spelt_otherwise(5) {
+        let (_shop, mut replica, mut server) = provisioned();
+        let (_, row) = product(5, "oats", 2);
+        let received = apply(
+            &mut replica,
+            &server.down(vec![part("products").row(&key, row).product(6, "rye", 4)]),
+        );
+        assert_eq!(
+            received,
+            Received::Applied {
+                tables: vec![AppliedTable {
+                    table: "products".into(),
+                    keys: vec![uuid(6)],
+                }],
+                rejected: vec![],
+            },
+            "{key}: a key that cannot be told is logged, not reported"
+        );
+        assert_eq!(names(replica.connection()), ["tea", "jam", "rye"], "{key}");
+    }
+}
+
+#[test]
+fn a_delete_of_a_uuid_key_in_braces_does_not_parse_so_it_is_ignored() {
+    for key in uuid_spelt_otherwise(1) {
+        let (_shop, mut replica, mut server) = provisioned();
+        apply(
+            &mut replica,
+            &server.down(vec![part("products").delete(&key).delete(&uuid(2))]),
+        );
+        assert_eq!(names(replica.connection()), ["tea"], "{key}");
+        assert_eq!(
+            count(replica.connection(), "SELECT count(*) FROM sync_rejections"),
+            0
+        );
+    }
+}
+
 #[test]
 fn json_values_are_stored_by_the_declared_sqlite_type() {
     let (_shop, mut replica, mut server) = provisioned();

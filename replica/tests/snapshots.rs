@@ -211,3 +211,38 @@ fn a_snapshot_in_progress_survives_the_engines_tables_brought_up() {
     );
     assert_eq!(names(replica.connection()), ["tea", "jam", "oat"]);
 }
+
+#[test]
+fn an_end_naming_tables_the_replica_does_not_hold_from_the_server_sweeps_none_of_them() {
+    let (_shop, mut replica, mut server) = provisioned();
+    write_receipt(replica.connection(), &receipt(1), 1, 3);
+    apply(
+        &mut replica,
+        &server.begin(vec![part("products").product(1, "tea", 3)]),
+    );
+    // Its own receipts, and a table it has never heard of.
+    let ended = apply(
+        &mut replica,
+        &server.end(&["products", "receipts", "ghosts"]),
+    );
+    assert_eq!(
+        ended,
+        Received::Ended {
+            tables: vec!["products".into(), "receipts".into(), "ghosts".into()],
+            swept: vec![AppliedTable {
+                table: "products".into(),
+                keys: vec![uuid(2)],
+            }],
+            rejected: vec![],
+        }
+    );
+    assert_eq!(
+        count(replica.connection(), "SELECT count(*) FROM receipts"),
+        1
+    );
+    let applied = replica.last_applied().unwrap();
+    assert_eq!(
+        (applied.snapshot, applied.sequence),
+        (None, server.sequence)
+    );
+}

@@ -5,6 +5,8 @@
 use magic_sync_proto::wire;
 use rusqlite::{params, Connection};
 
+use crate::engine::state::epoch_spelt;
+
 /// The most of a reason kept and sent.
 pub(crate) const REASON_BYTES: usize = 512;
 
@@ -33,7 +35,9 @@ pub(crate) struct NewRejection<'a> {
 }
 
 /// Keeps a rejection; it replaces one of the same row, under a new id, so
-/// that it is reported again.
+/// that it is reported again. Its epoch is kept in one spelling, so that a
+/// message of the same epoch spelt otherwise finds it (every comparison
+/// below spells the epoch so too).
 pub(crate) fn record(conn: &Connection, r: &NewRejection<'_>) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO sync_rejections
@@ -44,7 +48,7 @@ pub(crate) fn record(conn: &Connection, r: &NewRejection<'_>) -> rusqlite::Resul
         r.table,
         r.key,
         cut(r.reason),
-        r.epoch,
+        epoch_spelt(r.epoch),
         r.sequence as i64,
         r.holds_copy,
         r.held_back
@@ -72,7 +76,7 @@ pub(crate) fn forget_before_snapshot(
         "DELETE FROM sync_rejections
          WHERE table_name = ?1 AND (epoch <> ?2 OR sequence < ?3)",
     )?
-    .execute(params![table, epoch, began as i64])?;
+    .execute(params![table, epoch_spelt(epoch), began as i64])?;
     Ok(())
 }
 
@@ -85,9 +89,10 @@ pub(crate) fn forget_other_epochs(
     epoch: &str,
     held: impl Fn(&str) -> bool,
 ) -> rusqlite::Result<()> {
+    let epoch = epoch_spelt(epoch);
     let tables: Vec<String> = conn
         .prepare("SELECT DISTINCT table_name FROM sync_rejections WHERE epoch <> ?1")?
-        .query_map([epoch], |row| row.get(0))?
+        .query_map([&epoch], |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for table in tables.iter().filter(|t| !held(t)) {
         conn.execute(
@@ -107,7 +112,7 @@ pub(crate) fn unreported(
         "SELECT id, table_name, key, reason, epoch, sequence, held_back
          FROM sync_rejections WHERE reported = 0 AND epoch = ?1 ORDER BY id",
     )?;
-    let rows = statement.query_map([epoch], |row| {
+    let rows = statement.query_map([epoch_spelt(epoch)], |row| {
         Ok((
             row.get(0)?,
             wire::Rejection {

@@ -2,8 +2,20 @@
 //! `sync_state` so that it survives the program stopping.
 
 use rusqlite::Connection;
+use uuid::Uuid;
 
 use crate::message::check::Head;
+
+/// An epoch in the one spelling the engine keeps and compares it in where
+/// it compares text (SQL): the UUID, lowercase and hyphenated. Epochs are
+/// compared as UUIDs, so `0196A…` and `0196a…` are one epoch; text that is
+/// no UUID is left as it is.
+pub(crate) fn epoch_spelt(epoch: &str) -> String {
+    match Uuid::try_parse(epoch) {
+        Ok(uuid) => uuid.hyphenated().to_string(),
+        Err(_) => epoch.to_owned(),
+    }
+}
 
 /// One read of `sync_state`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -742,9 +742,11 @@ fn backlog_due(
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )?;
     let elapsed = now() - at;
+    // Epochs are compared as UUIDs, whatever their spelling.
+    let another_epoch = state::epoch_spelt(&epoch) != state::epoch_spelt(&state.epoch);
     let in_time = elapsed >= seconds(u.settings.backlog_every)
         || elapsed >= seconds(u.settings.backlog_again)
-        || epoch != state.epoch;
+        || another_epoch;
     if !in_time {
         let empty: bool = u
             .conn
@@ -758,7 +760,7 @@ fn backlog_due(
     let changed = now_text != said;
     let due = (changed && (empty || elapsed >= seconds(u.settings.backlog_every)))
         || (!empty && elapsed >= seconds(u.settings.backlog_again))
-        || (epoch != state.epoch && !(empty && said.is_empty()));
+        || (another_epoch && !(empty && said.is_empty()));
     Ok(due.then_some(current))
 }
 

@@ -1,0 +1,210 @@
+//! Looking after a replica's database without its program:
+//!
+//!     magic-sync-replica init  DB TABLES ID       [--json]
+//!     magic-sync-replica show  DB                 [--json]
+//!     magic-sync-replica apply DB MESSAGE         [--json]
+//!     magic-sync-replica up    DB OUT [LANE]      [--json]
+//!
+//! `init` makes a new replica's database from a declaration file (its
+//! schema and how each table is shared) and the replica's id; `show` prints
+//! what the replica holds and where it stands; `apply` takes one ToReplica
+//! from a file, as the transport would deliver it; `up` writes the next Up
+//! to a file and records it sent (hand the file to the transport). The
+//! commands but `init` open the tables as the database recorded them: the
+//! declarations and lanes of the program that last opened it, and its id.
+//! Each answer and exit code is in docs/src/replica-cli.md.
+
+mod exit;
+mod init;
+mod output;
+
+use std::process::ExitCode;
+
+use magic_sync_replica::{Received, Replica, Settings};
+use serde_json::{json, Value};
+
+use crate::exit::Failure;
+
+const USAGE: &str = "usage: magic-sync-replica init DB TABLES ID | show DB | apply DB MESSAGE | up DB OUT [LANE]  [--json]";
+
+fn main() -> ExitCode {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let as_json = args.iter().any(|a| a == "--json");
+    args.retain(|a| a != "--json");
+    let code = match run(&args) {
+        Ok(answer) => answered(&answer, as_json),
+        Err(failure) => failed(&failure, as_json),
+    };
+    ExitCode::from(code)
+}
+
+/// Writes the answer. The command did its work before: a reader gone
+/// (`show DB | head`) changes nothing of it, so it still ends in success.
+fn answered(answer: &Value, as_json: bool) -> u8 {
+    match output::write(answer, as_json) {
+        Ok(()) => exit::SUCCESS,
+        Err(e) if output::reader_left(&e) => exit::SUCCESS,
+        Err(e) => {
+            output::say(&format!("magic-sync-replica: stdout: {e}"));
+            exit::FAILED
+        }
+    }
+}
+
+/// Says why on stderr (and, with `--json`, as JSON on stdout).
+fn failed(failure: &Failure, as_json: bool) -> u8 {
+    output::say(&format!("magic-sync-replica: {failure}"));
+    if matches!(failure, Failure::Usage(_)) {
+        output::say(USAGE);
+    }
+    if as_json {
+        let said = json!({"error": failure.name(), "exit": failure.code(), "message": failure.to_string()});
+        // The code says it all already; a reader gone changes nothing.
+        let _ = output::write(&said, true);
+    }
+    failure.code()
+}
+
+fn run(args: &[String]) -> Result<Value, Failure> {
+    match args {
+        [command] if ["help", "--help", "-h"].contains(&command.as_str()) => {
+            Ok(json!({"usage": USAGE}))
+        }
+        [command, db, tables, id] if command == "init" => {
+            let me = init::replica_id(id)?;
+            let declared = init::read(tables)?;
+            show(&init::create(db, declared, me)?)
+        }
+        [command, db] if command == "show" => show(&open(db)?),
+        [command, db, file] if command == "apply" => apply(&mut open(db)?, file),
+        [command, db, out, rest @ ..] if command == "up" && rest.len() <= 1 => {
+            up(&mut open(db)?, out, rest.first())
+        }
+        [] => Err(Failure::Usage("which command?".to_owned())),
+        [command, ..] => Err(Failure::Usage(format!(
+            "`{command}` with {} arguments is no command",
+            args.len() - 1
+        ))),
+    }
+}
+
+/// Opens an existing replica (never creates one: that is `init`).
+fn open(path: &str) -> Result<Replica, Failure> {
+    if !std::path::Path::new(path).is_file() {
+        return Err(Failure::Failed(format!(
+            "{path}: no database there (init makes one)"
+        )));
+    }
+    let conn =
+        rusqlite::Connection::open(path).map_err(|e| Failure::Failed(format!("{path}: {e}")))?;
+    conn.execute_batch("PRAGMA recursive_triggers = ON; PRAGMA foreign_keys = ON;")
+        .map_err(|e| Failure::Failed(format!("{path}: {e}")))?;
+    Ok(Replica::open_recorded(conn, Settings::default())?)
+}
+
+fn apply(replica: &mut Replica, file: &str) -> Result<Value, Failure> {
+    let bytes = std::fs::read(file).map_err(|e| Failure::Failed(format!("{file}: {e}")))?;
+    let received = replica.receive(&bytes)?;
+    Ok(json!({"received": describe(&received), "acknowledge": true}))
+}
+
+fn up(replica: &mut Replica, out: &str, lane: Option<&String>) -> Result<Value, Failure> {
+    let upload = match lane {
+        Some(lane) => replica.next_up_on(lane),
+        None => replica.next_up(),
+    }?;
+    let Some(upload) = upload else {
+        return Ok(json!({"up": null}));
+    };
+    std::fs::write(out, &upload.bytes).map_err(|e| Failure::Failed(format!("{out}: {e}")))?;
+    replica.sent(&upload)?;
+    let up = upload.message();
+    Ok(json!({"up": {
+        "file": out,
+        "lane": upload.lane,
+        "bytes": upload.bytes.len(),
+        "sequence": up.sequence,
+        "gap": up.gap,
+        "uploads": up.uploads,
+        "rows": up.tables.iter().map(|t| t.keys.len() + t.deletes.len()).sum::<usize>(),
+        "rejections": up.rejected.len(),
+        "digests": up.digests.len(),
+        "backlog": up.backlog.is_some(),
+    }}))
+}
+
+fn show(replica: &Replica) -> Result<Value, Failure> {
+    let storage = |e: rusqlite::Error| Failure::Replica(e.into());
+    let applied = replica.last_applied()?;
+    let conn = replica.connection();
+    let mut holds = serde_json::Map::new();
+    for table in replica.tables().iter() {
+        let rows: i64 = conn
+            .query_row(
+                &format!(
+                    "SELECT count(*) FROM \"{}\"",
+                    table.name().replace('"', "\"\"")
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .map_err(storage)?;
+        holds.insert(
+            table.name().to_owned(),
+            json!({"mirror": table.mirror().name(), "rows": rows}),
+        );
+    }
+    let backlog: Vec<Value> = replica
+        .progress()?
+        .into_iter()
+        .map(|t| json!({"table": t.table, "unsent": t.unsent, "unfiled": t.unfiled, "set_aside": t.set_aside}))
+        .collect();
+    let mut statement = conn
+        .prepare("SELECT table_name, key, reason, epoch, sequence, held_back, reported FROM sync_rejections ORDER BY id")
+        .map_err(storage)?;
+    let rejections: Vec<Value> = statement
+        .query_map([], |r| {
+            Ok(json!({
+                "table": r.get::<_, String>(0)?, "key": r.get::<_, String>(1)?,
+                "reason": r.get::<_, String>(2)?, "epoch": r.get::<_, String>(3)?,
+                "sequence": r.get::<_, i64>(4)?, "held_back": r.get::<_, bool>(5)?,
+                "reported": r.get::<_, bool>(6)?,
+            }))
+        })
+        .map_err(storage)?
+        .collect::<Result<_, _>>()
+        .map_err(storage)?;
+    Ok(json!({
+        "replica": replica.me().to_string(),
+        "last_applied": {"epoch": applied.epoch, "sequence": applied.sequence, "nonce": applied.nonce},
+        "gap": applied.gap,
+        "snapshot_in_progress": applied.snapshot,
+        "holds": holds,
+        "backlog": backlog,
+        "rejections": rejections,
+    }))
+}
+
+fn describe(received: &Received) -> Value {
+    let keys = |tables: &[magic_sync_replica::AppliedTable]| -> Value {
+        tables
+            .iter()
+            .map(|t| (t.table.clone(), json!(t.keys.len())))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    match received {
+        Received::Applied { tables, rejected } => {
+            json!({"applied": keys(tables), "rejected": rejected.len()})
+        }
+        Received::Ended {
+            tables,
+            swept,
+            rejected,
+        } => json!({"ended": tables, "swept": keys(swept), "rejected": rejected.len()}),
+        Received::Filed { uploads } => json!({"filed": uploads}),
+        Received::Already { sequence } => json!({"already": sequence}),
+        Received::Gap { newest } => json!({"gap": newest}),
+        Received::Malformed(m) => json!({"malformed": m.case, "detail": m.detail}),
+    }
+}
