@@ -87,8 +87,15 @@ pub fn parse(text: &str, types: &[KeyType]) -> Result<Vec<KeyPart>, KeyError> {
         .collect()
 }
 
+/// The lengths of the two spellings of a UUID the key rules name:
+/// hyphenated, and its 32 hex digits alone (either case). The uuid crate
+/// also reads `{…}` and `urn:uuid:…`; a key in those does not parse, on
+/// either half.
+const UUID_SPELLINGS: [usize; 2] = [36, 32];
+
 fn parse_part(piece: &str, ty: KeyType) -> Option<KeyPart> {
     match ty {
+        KeyType::Uuid if !UUID_SPELLINGS.contains(&piece.len()) => None,
         KeyType::Uuid => Uuid::try_parse(piece).ok().map(KeyPart::Uuid),
         KeyType::Integer => parse_decimal(piece).map(KeyPart::Integer),
     }
@@ -208,5 +215,45 @@ mod tests {
     fn the_error_names_the_part_that_does_not_parse() {
         let error = parse("1|x", &[KeyType::Integer, KeyType::Uuid]).unwrap_err();
         assert_eq!(error.to_string(), "part 2 of the key `1|x` is no uuid: `x`");
+    }
+
+    #[test]
+    fn a_uuid_key_is_hyphenated_or_bare_hex_in_either_case() {
+        let bare = U.replace('-', "");
+        for spelling in [
+            U.to_owned(),
+            U.to_uppercase(),
+            bare.clone(),
+            bare.to_uppercase(),
+        ] {
+            assert_eq!(canonical(&spelling, &[KeyType::Uuid]).unwrap(), U);
+        }
+    }
+
+    #[test]
+    fn a_uuid_key_in_braces_or_as_a_urn_does_not_parse() {
+        for spelling in [format!("{{{U}}}"), format!("urn:uuid:{U}")] {
+            let error = parse(&spelling, &[KeyType::Uuid]).unwrap_err();
+            assert!(matches!(error, KeyError::Part { index: 1, .. }), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_error_names_the_part_spelt_otherwise() {
+        let key = format!("3|{{{U}}}");
+        let error = parse(&key, &[KeyType::Integer, KeyType::Uuid]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("part 2 of the key `{key}` is no uuid: `{{{U}}}`")
+        );
+    }
+
+    #[test]
+    fn a_key_of_another_count_of_parts_is_said_so_first() {
+        let key = format!("{{{U}}}|3");
+        assert!(matches!(
+            parse(&key, &[KeyType::Uuid]),
+            Err(KeyError::Parts { .. })
+        ));
     }
 }

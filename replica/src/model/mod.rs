@@ -5,7 +5,6 @@
 pub(crate) mod codec;
 pub(crate) mod declare;
 pub(crate) mod key_sql;
-pub(crate) mod key_text;
 pub(crate) mod links;
 pub(crate) mod row_json;
 pub(crate) mod shape;

@@ -29,7 +29,6 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, CachedStatement, Connection};
 
 use crate::engine::notes;
-use crate::model::key_text;
 use crate::model::row_json::key_to_sql;
 use crate::model::shape::Shape;
 use crate::receive::context::{settle, Context, Stop};
@@ -151,7 +150,7 @@ fn clone_error(e: &rusqlite::Error) -> rusqlite::Error {
 }
 
 /// A key as it came beside a row, parsed as its table types it into
-/// `parts` (in the spellings the key rules name: see `key_text`), and
+/// `parts` (in the spellings the key rules name), and
 /// written back in the key text form.
 fn read_key(text: &str, types: &[KeyType], parts: &mut Vec<KeyPart>) -> Result<String, KeyError> {
     parts.clear();
@@ -162,7 +161,7 @@ fn read_key(text: &str, types: &[KeyType], parts: &mut Vec<KeyPart>) -> Result<S
             return Ok(text.to_owned());
         }
     }
-    parts.extend(key_text::parse(text, types)?);
+    parts.extend(key::parse(text, types)?);
     Ok(key::join(parts))
 }
 
@@ -250,7 +249,7 @@ impl<'a> Applying<'a> {
         }
         for beside in &part.keys {
             let key = match shape {
-                Some(shape) => match key_text::canonical(beside, &shape.key_types) {
+                Some(shape) => match key::canonical(beside, &shape.key_types) {
                     Ok(key) => key,
                     Err(e) => {
                         log::warn!("a row of {} whose key cannot be told: {e}", part.table);
@@ -280,7 +279,7 @@ impl<'a> Applying<'a> {
     /// of it as it files the delete.
     fn recorded(&mut self, shape: &Shape, part: &DownTable) -> Result<(), Stop> {
         for text in &part.recorded {
-            let Ok(parts) = key_text::parse(text, &shape.key_types) else {
+            let Ok(parts) = key::parse(text, &shape.key_types) else {
                 log::warn!(
                     "a recorded key of {} that does not parse: {text}",
                     shape.name
@@ -298,7 +297,7 @@ impl<'a> Applying<'a> {
         let mut doomed = Vec::new();
         let mut doomed_parts = Vec::new();
         for (row, text) in part.deletes.iter().enumerate() {
-            let parts = match key_text::parse(text, &shape.key_types) {
+            let parts = match key::parse(text, &shape.key_types) {
                 Ok(parts) => parts,
                 Err(e) => {
                     log::warn!(
