@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use magic_sync_replica::{Received, Replica};
+use magic_sync_replica::{Received, Replica, Settings, Table, Tables};
 use postgres::Client;
 use uuid::Uuid;
 
@@ -337,4 +337,60 @@ fn a_register_asked_for_is_provisioned_again_from_scratch() {
         .unwrap()
         .get(0);
     assert!(!unknown);
+}
+
+/// Protocol 4.1: a table's deletes go in the message of its upserts when
+/// they fit one, so a unique value one row lets go of is there for another
+/// row to take. Two rows a message: the product goes alone, the till's
+/// upsert and delete together (tables go in the order of their names
+/// when none points at another, so nothing of products comes between).
+#[test]
+fn a_unique_value_handed_from_one_row_to_another_in_one_change_is_taken_at_once() {
+    let mut shop = Shop::open();
+    shop.run(
+        "CREATE TABLE shop.tills (id uuid PRIMARY KEY, code text NOT NULL UNIQUE); \
+         SELECT sync.declare_table('shop.tills', sync => 'broadcast'); \
+         INSERT INTO shop.tills VALUES ('00000000-0000-0000-0000-00000000000a', 'X')",
+    );
+    let id = shop.add_register("Register 1");
+    let schema = format!(
+        "{REGISTER_SCHEMA} CREATE TABLE tills (id BLOB PRIMARY KEY NOT NULL, code TEXT NOT NULL UNIQUE);"
+    );
+    let tables = Tables::new(vec![Table::catalog("products"), Table::catalog("tills")]);
+    let mut register = open_replica(&shop.file_of(id), &schema, tables, id, Settings::default());
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+
+    shop.run("SET magic_sync.message_rows = 2");
+    shop.run(
+        "BEGIN; \
+         INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250); \
+         DELETE FROM shop.tills WHERE code = 'X'; \
+         INSERT INTO shop.tills VALUES ('00000000-0000-0000-0000-00000000000b', 'X'); \
+         COMMIT",
+    );
+    let summary = shop.relay();
+    assert_eq!(summary["messages"], 2, "{summary}");
+    deliver(&mut shop.pg, &mut register);
+    report(&mut shop.pg, &mut register);
+
+    let tills: Vec<(Vec<u8>, String)> = register
+        .connection()
+        .prepare("SELECT id, code FROM tills")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let b = Uuid::parse_str("00000000-0000-0000-0000-00000000000b").unwrap();
+    assert_eq!(tills, vec![(b.as_bytes().to_vec(), "X".to_owned())]);
+    let refused: i64 = shop
+        .pg
+        .query_one(
+            "SELECT count(*) FROM sync.held WHERE refused IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(refused, 0, "nothing waits for a retry");
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
 }

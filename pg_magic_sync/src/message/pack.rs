@@ -4,6 +4,15 @@
 //! deletes children first. Consecutive rows of one table share a part (and
 //! a table's upserts join a part that holds its deletes, whose keys the
 //! replica lets go of first).
+//!
+//! A table's rows from its first upsert to its last delete (its span, with
+//! whatever comes between) go in one body whenever they fit one on their
+//! own (protocol 4.1): a unique value one row lets go of is then there, in
+//! the same message, for another row to take. A body that fills up inside
+//! such a span ends where the span began instead, and the span goes on in
+//! the next.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use prost::encoding::encoded_len_varint;
 
@@ -40,6 +49,32 @@ pub struct TooLarge {
     pub bytes: usize,
 }
 
+/// A body that is complete: its parts, and how many rows it holds (the
+/// first that many rows pushed since the last body).
+#[derive(Debug)]
+pub struct Full {
+    pub parts: Vec<DownTable>,
+    pub rows: usize,
+}
+
+/// A table's span open in the body being filled.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    /// The row of the body its first upsert is; None when that is in an
+    /// earlier body (the span did not fit one).
+    start: Option<usize>,
+    /// Whether its deletes have begun: the next row of another table ends it.
+    deleting: bool,
+}
+
+/// One row as a part holds it.
+struct Row {
+    table: String,
+    op: Op,
+    key: String,
+    bytes: Option<Vec<u8>>,
+}
+
 /// Bodies being filled, one at a time.
 pub struct Packer {
     limits: Limits,
@@ -49,6 +84,9 @@ pub struct Packer {
     /// Encoded length of the last part's fields, its own framing excluded.
     open_len: usize,
     rows: usize,
+    /// The tables whose deletes follow their upserts in this run.
+    spanning: BTreeSet<String>,
+    spans: BTreeMap<String, Span>,
 }
 
 /// What one length-delimited field of `len` bytes takes, framing included
@@ -58,13 +96,22 @@ fn framed(len: usize) -> usize {
 }
 
 impl Packer {
+    #[cfg(test)]
     pub fn new(limits: Limits) -> Self {
+        Packer::spanning(limits, BTreeSet::new())
+    }
+
+    /// A packer for rows where the tables of `spanning` have upserts and,
+    /// later, deletes.
+    pub fn spanning(limits: Limits, spanning: BTreeSet<String>) -> Self {
         Packer {
             limits,
             parts: Vec::new(),
             closed_bytes: 0,
             open_len: 0,
             rows: 0,
+            spanning,
+            spans: BTreeMap::new(),
         }
     }
 
@@ -87,16 +134,24 @@ impl Packer {
         }
     }
 
-    /// Adds a row, and answers the body it did not fit in, which is then
-    /// complete. A row no message could carry, even alone, is refused, and
-    /// nothing changes.
+    fn fits(&self, table: &str, op: Op, key: &str, bytes: Option<&[u8]>) -> bool {
+        let (len, new_part) = self.len_with(table, op, key, bytes);
+        self.rows < self.limits.rows
+            && len <= self.body_budget()
+            && (!new_part || self.parts.len() < self.limits.tables)
+    }
+
+    /// Adds a row, and answers the bodies it did not fit in, which are then
+    /// complete (more than one when a span is carried to the next body and
+    /// the row still does not fit). A row no message could carry, even
+    /// alone, is refused, and nothing changes.
     pub fn push(
         &mut self,
         table: &str,
         op: Op,
         key: String,
         bytes: Option<Vec<u8>>,
-    ) -> Result<Option<Vec<DownTable>>, TooLarge> {
+    ) -> Result<Vec<Full>, TooLarge> {
         let alone = framed(framed(table.len()) + row_len(&key, bytes.as_deref()));
         if alone > self.body_budget() {
             return Err(TooLarge {
@@ -105,13 +160,79 @@ impl Packer {
                 bytes: alone,
             });
         }
-        let (len, new_part) = self.len_with(table, op, &key, bytes.as_deref());
-        let fits = self.rows < self.limits.rows
-            && len <= self.body_budget()
-            && (!new_part || self.parts.len() < self.limits.tables);
-        let full = if fits { None } else { self.take() };
+        self.close_spans_before(table);
+        let mut full = Vec::new();
+        while !self.fits(table, op, &key, bytes.as_deref()) {
+            match self.earliest_span_after_the_first_row() {
+                Some(start) => full.push(self.cut_at(start)),
+                None => {
+                    full.extend(self.take());
+                    break;
+                }
+            }
+        }
+        self.open_span(table, op);
         self.add(table, op, key, bytes);
         Ok(full)
+    }
+
+    /// A span whose deletes have begun ends at the first row of another
+    /// table.
+    fn close_spans_before(&mut self, table: &str) {
+        self.spans
+            .retain(|name, span| !(span.deleting && name != table));
+    }
+
+    fn open_span(&mut self, table: &str, op: Op) {
+        match op {
+            Op::Upsert if self.spanning.contains(table) => {
+                let start = Some(self.rows);
+                self.spans.entry(table.to_owned()).or_insert(Span {
+                    start,
+                    deleting: false,
+                });
+            }
+            Op::Delete => {
+                if let Some(span) = self.spans.get_mut(table) {
+                    span.deleting = true;
+                }
+            }
+            Op::Upsert => {}
+        }
+    }
+
+    /// Where the body may end to keep an open span whole: the earliest
+    /// start of one, but its first row (a span that began a body and fills
+    /// it does not fit one).
+    fn earliest_span_after_the_first_row(&self) -> Option<usize> {
+        self.spans
+            .values()
+            .filter_map(|span| span.start)
+            .filter(|start| *start > 0)
+            .min()
+    }
+
+    /// Ends the body before its row `at`: the rows from there on begin the
+    /// next one.
+    fn cut_at(&mut self, at: usize) -> Full {
+        let mut rows = flatten(std::mem::take(&mut self.parts));
+        let carried = rows.split_off(at);
+        self.closed_bytes = 0;
+        self.open_len = 0;
+        self.rows = 0;
+        for row in rows {
+            self.add(&row.table, row.op, row.key, row.bytes);
+        }
+        let done = self
+            .take()
+            .expect("a body cut after its first row holds rows");
+        for span in self.spans.values_mut() {
+            span.start = span.start.and_then(|s| s.checked_sub(at));
+        }
+        for row in carried {
+            self.add(&row.table, row.op, row.key, row.bytes);
+        }
+        done
     }
 
     fn add(&mut self, table: &str, op: Op, key: String, bytes: Option<Vec<u8>>) {
@@ -137,18 +258,49 @@ impl Packer {
         self.rows += 1;
     }
 
-    fn take(&mut self) -> Option<Vec<DownTable>> {
+    /// The body so far, complete; the spans open in it began in an earlier
+    /// body now.
+    fn take(&mut self) -> Option<Full> {
+        let rows = self.rows;
         self.closed_bytes = 0;
         self.open_len = 0;
         self.rows = 0;
+        for span in self.spans.values_mut() {
+            span.start = None;
+        }
         let parts = std::mem::take(&mut self.parts);
-        (!parts.is_empty()).then_some(parts)
+        (!parts.is_empty()).then_some(Full { parts, rows })
     }
 
     /// The last body, if it holds anything.
     pub fn finish(mut self) -> Option<Vec<DownTable>> {
-        self.take()
+        self.take().map(|full| full.parts)
     }
+}
+
+/// The rows of parts, in the order they were added (a part's deletes come
+/// before its upserts).
+fn flatten(parts: Vec<DownTable>) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for part in parts {
+        for key in part.deletes {
+            rows.push(Row {
+                table: part.table.clone(),
+                op: Op::Delete,
+                key,
+                bytes: None,
+            });
+        }
+        for (key, bytes) in part.keys.into_iter().zip(part.upserts) {
+            rows.push(Row {
+                table: part.table.clone(),
+                op: Op::Upsert,
+                key,
+                bytes: Some(bytes),
+            });
+        }
+    }
+    rows
 }
 
 /// Whether a row of `table` joins the part `last`: the same table, and not a
@@ -179,9 +331,12 @@ mod tests {
         }
     }
 
-    fn upsert(p: &mut Packer, table: &str, key: &str, len: usize) -> Option<Vec<DownTable>> {
+    fn upsert(p: &mut Packer, table: &str, key: &str, len: usize) -> Vec<Vec<DownTable>> {
         p.push(table, Op::Upsert, key.into(), Some(vec![b'x'; len]))
             .unwrap()
+            .into_iter()
+            .map(|full| full.parts)
+            .collect()
     }
 
     #[test]
@@ -190,8 +345,8 @@ mod tests {
         assert!(p
             .push("products", Op::Delete, "1".into(), None)
             .unwrap()
-            .is_none());
-        assert!(upsert(&mut p, "products", "2", 10).is_none());
+            .is_empty());
+        assert!(upsert(&mut p, "products", "2", 10).is_empty());
         let body = p.finish().unwrap();
         assert_eq!(body.len(), 1);
         assert_eq!(body[0].deletes, vec!["1"]);
@@ -267,5 +422,119 @@ mod tests {
         upsert(&mut p, "t", "3", 10);
         let body = p.finish().unwrap();
         assert_eq!(body[0].keys, vec!["1", "3"]);
+    }
+
+    fn delete(p: &mut Packer, table: &str, key: &str) -> Vec<Vec<DownTable>> {
+        p.push(table, Op::Delete, key.into(), None)
+            .unwrap()
+            .into_iter()
+            .map(|full| full.parts)
+            .collect()
+    }
+
+    /// Each body as (table, deletes, upserts) per part.
+    fn shapes(bodies: &[Vec<DownTable>]) -> Vec<Vec<(String, usize, usize)>> {
+        bodies
+            .iter()
+            .map(|body| {
+                body.iter()
+                    .map(|part| (part.table.clone(), part.deletes.len(), part.upserts.len()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn spanning(rows: usize, tables: &[&str]) -> Packer {
+        Packer::spanning(
+            limits(rows, 1 << 20),
+            tables.iter().map(|t| t.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn a_tables_deletes_go_in_the_body_of_its_upserts_when_they_fit_one() {
+        let mut p = spanning(3, &["products"]);
+        let mut bodies = Vec::new();
+        bodies.extend(upsert(&mut p, "categories", "1", 5));
+        bodies.extend(upsert(&mut p, "categories", "2", 5));
+        bodies.extend(upsert(&mut p, "products", "b", 5));
+        bodies.extend(delete(&mut p, "products", "a"));
+        bodies.extend(p.finish());
+        assert_eq!(
+            shapes(&bodies),
+            vec![
+                vec![("categories".to_owned(), 0, 2)],
+                vec![("products".to_owned(), 0, 1), ("products".to_owned(), 1, 0)],
+            ]
+        );
+    }
+
+    #[test]
+    fn a_span_carried_to_the_next_body_ends_it_where_it_began() {
+        let mut p = spanning(3, &["products"]);
+        upsert(&mut p, "categories", "1", 5);
+        upsert(&mut p, "products", "b", 5);
+        upsert(&mut p, "products", "c", 5);
+        let full = p.push("products", Op::Delete, "a".into(), None).unwrap();
+        assert_eq!(full.len(), 1);
+        assert_eq!(full[0].rows, 1, "the body holds the category only");
+        assert_eq!(
+            shapes(&[full[0].parts.clone()]),
+            vec![vec![("categories".to_owned(), 0, 1)]]
+        );
+        let rest = p.finish().unwrap();
+        assert_eq!(rest[0].keys, vec!["b", "c"]);
+        assert_eq!(rest[1].deletes, vec!["a"]);
+    }
+
+    #[test]
+    fn a_span_too_large_for_one_body_is_split_where_it_fills_one() {
+        let mut p = spanning(2, &["products"]);
+        let mut bodies = Vec::new();
+        for key in ["b", "c", "d"] {
+            bodies.extend(upsert(&mut p, "products", key, 5));
+        }
+        bodies.extend(delete(&mut p, "products", "a"));
+        bodies.extend(p.finish());
+        let rows: Vec<usize> = bodies.iter().map(|b| b.iter().map(rows_in).sum()).collect();
+        assert_eq!(rows, vec![2, 2]);
+    }
+
+    #[test]
+    fn an_inner_span_is_kept_whole_when_the_outer_one_does_not_fit() {
+        // orders' span holds lines' whole: orders' does not fit three rows,
+        // lines' does.
+        let mut p = spanning(3, &["orders", "lines"]);
+        let mut bodies = Vec::new();
+        bodies.extend(upsert(&mut p, "orders", "o2", 5));
+        bodies.extend(upsert(&mut p, "orders", "o3", 5));
+        bodies.extend(upsert(&mut p, "lines", "l2", 5));
+        bodies.extend(delete(&mut p, "lines", "l1"));
+        bodies.extend(delete(&mut p, "orders", "o1"));
+        bodies.extend(p.finish());
+        assert_eq!(
+            shapes(&bodies),
+            vec![
+                vec![("orders".to_owned(), 0, 2)],
+                vec![
+                    ("lines".to_owned(), 0, 1),
+                    ("lines".to_owned(), 1, 0),
+                    ("orders".to_owned(), 1, 0)
+                ],
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_without_deletes_to_come_fills_bodies_as_before() {
+        let mut p = spanning(3, &[]);
+        let mut bodies = Vec::new();
+        bodies.extend(upsert(&mut p, "categories", "1", 5));
+        bodies.extend(upsert(&mut p, "categories", "2", 5));
+        bodies.extend(upsert(&mut p, "products", "b", 5));
+        bodies.extend(delete(&mut p, "products", "a"));
+        bodies.extend(p.finish());
+        let rows: Vec<usize> = bodies.iter().map(|b| b.iter().map(rows_in).sum()).collect();
+        assert_eq!(rows, vec![3, 1]);
     }
 }

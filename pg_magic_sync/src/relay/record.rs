@@ -9,7 +9,7 @@
 //! bodies at a time, so memory holds a chunk and the bodies being written,
 //! never the plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use pgrx::prelude::*;
@@ -118,11 +118,20 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
         false => BTreeMap::new(),
     };
     for (cohort, parts) in cohorts {
-        let mut packing = Packing::new(cohort, limits);
+        let spanning: BTreeSet<String> = parts
+            .keys()
+            .filter(|(table, op)| {
+                *op == Op::Upsert && parts.contains_key(&(table.clone(), Op::Delete))
+            })
+            .map(|(table, _)| table.clone())
+            .collect();
+        let mut packing = Packing::new(cohort, limits, spanning);
         // Parents' rows first, then deletes, children first: a row that
         // moves to another parent points at the new one before the old one
         // goes. (A unique value a delete frees for an upsert is taken when
-        // the replica tries the upsert again after the whole message.)
+        // the replica tries the upsert again after the whole message, which
+        // is why a table's deletes go in the message of its upserts when
+        // they fit one: message/pack.rs.)
         let upserts = tables.iter().map(|t| (t, Op::Upsert));
         let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
         for (table, op) in upserts.chain(deletes) {
@@ -350,10 +359,11 @@ struct Packing {
 }
 
 impl Packing {
-    fn new(cohort: i32, limits: Limits) -> Packing {
+    /// `spanning`: the tables the cohort is sent upserts and deletes of.
+    fn new(cohort: i32, limits: Limits, spanning: BTreeSet<String>) -> Packing {
         Packing {
             cohort,
-            packer: Packer::new(limits),
+            packer: Packer::spanning(limits, spanning),
             open: Vec::new(),
         }
     }
@@ -371,9 +381,15 @@ impl Packing {
         };
         match self.packer.push(&row.table, row.op, row.key, row.bytes) {
             Ok(full) => {
-                if let Some(parts) = full {
-                    let rows = std::mem::take(&mut self.open);
-                    writer.body(self.cohort, Kind::Down, envelope::down_body(parts), rows);
+                for body in full {
+                    let rest = self.open.split_off(body.rows);
+                    let rows = std::mem::replace(&mut self.open, rest);
+                    writer.body(
+                        self.cohort,
+                        Kind::Down,
+                        envelope::down_body(body.parts),
+                        rows,
+                    );
                 }
                 self.open.push(carried);
                 Ok(())
