@@ -95,27 +95,22 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- Runs one filing statement over rows ($1 jsonb, then the sender, what is
--- known of it and the table as $2 to $4), as the role `runs_as` (the one
--- the sender's filing hook took; NULL: the caller's), answering how many
--- rows it filed, or why the database refused it. A transient error fails
--- the call: the upload must come again.
+-- known of it and the table as $2 to $4) in a savepoint, as the role
+-- `runs_as` (the caller of sync.receive, or the role its filing hook took)
+-- with the caller's `search_path` (sync_internal.file_as switches to them
+-- and back), answering how many rows it filed, or why the database refused
+-- it. A transient error fails the call: the upload must come again.
 CREATE FUNCTION sync_internal.file_together(statement text, rows jsonb, replica uuid,
-                                            known jsonb, table_name text, runs_as text,
+                                            known jsonb, table_name text, runs_as oid,
+                                            search_path text,
                                             OUT filed bigint, OUT failure text)
 LANGUAGE plpgsql AS $$
-DECLARE
-    caller text := current_setting('role');
 BEGIN
     BEGIN
-        IF runs_as IS NOT NULL THEN
-            PERFORM set_config('role', runs_as, true);
-        END IF;
-        EXECUTE statement INTO filed USING rows, replica, known, table_name;
-        IF runs_as IS NOT NULL THEN
-            PERFORM set_config('role', caller, true);
-        END IF;
+        filed := sync_internal.file_as(runs_as, search_path, statement, rows, replica,
+                                       known, table_name);
     EXCEPTION WHEN OTHERS THEN
-        -- The savepoint is undone, and the role with it.
+        -- The savepoint is undone, and who the statement ran as with it.
         IF sync_internal.is_transient(SQLSTATE) THEN
             RAISE;
         END IF;
@@ -129,41 +124,35 @@ $$;
 -- (sync_internal.file_together's): per row (at, from 0), how many it filed,
 -- or why it was refused.
 CREATE FUNCTION sync_internal.file_each(statement text, rows jsonb, replica uuid, known jsonb,
-                                        table_name text, runs_as text)
+                                        table_name text, runs_as oid, search_path text)
 RETURNS TABLE (at integer, filed bigint, failure text)
 LANGUAGE sql AS $$
     SELECT i, one.filed, one.failure
-    FROM generate_series(0, jsonb_array_length(rows) - 1) AS i
-    CROSS JOIN LATERAL sync_internal.file_together(statement, jsonb_build_array(rows -> i),
-                                                   replica, known, table_name, runs_as) AS one
+    FROM pg_catalog.generate_series(0, pg_catalog.jsonb_array_length(rows) - 1) AS i
+    CROSS JOIN LATERAL sync_internal.file_together(statement, pg_catalog.jsonb_build_array(rows -> i),
+                                                   replica, known, table_name, runs_as,
+                                                   search_path) AS one
     ORDER BY i;
 $$;
 
 -- Each row run through the host's place function (its name as
 -- sync.senders keeps it, quoted), one at a time in a savepoint of its own,
--- as `runs_as`: per row (at, from 0), the row as it is to be filed, or why
--- the function failed on it.
+-- as `runs_as` with `search_path` (sync_internal.place_as): per row (at,
+-- from 0), the row as it is to be filed, or why the function failed on it.
 CREATE FUNCTION sync_internal.place_each(place text, rows jsonb, replica uuid, known jsonb,
-                                         table_name text, runs_as text)
+                                         table_name text, runs_as oid, search_path text)
 RETURNS TABLE (at integer, placed jsonb, failure text)
 LANGUAGE plpgsql AS $$
 DECLARE
     i integer;
-    caller text := current_setting('role');
 BEGIN
-    FOR i IN 0 .. jsonb_array_length(rows) - 1 LOOP
+    FOR i IN 0 .. pg_catalog.jsonb_array_length(rows) - 1 LOOP
         at := i;
         placed := NULL;
         failure := NULL;
         BEGIN
-            IF runs_as IS NOT NULL THEN
-                PERFORM set_config('role', runs_as, true);
-            END IF;
-            EXECUTE format('SELECT %s($1, $2, $3, $4)', place)
-                INTO placed USING replica, known, table_name, rows -> i;
-            IF runs_as IS NOT NULL THEN
-                PERFORM set_config('role', caller, true);
-            END IF;
+            placed := sync_internal.place_as(runs_as, search_path, place, replica, known,
+                                             table_name, rows -> i);
         EXCEPTION WHEN OTHERS THEN
             IF sync_internal.is_transient(SQLSTATE) THEN
                 RAISE;
@@ -175,21 +164,9 @@ BEGIN
 END
 $$;
 
--- Runs a hook's statement ($1 the sender, $2 what is known of it) in a
--- savepoint: NULL when it ran, or why it failed. What it sets for the rest
--- of the transaction (set_config(..., true), SET LOCAL ROLE) stays.
-CREATE FUNCTION sync_internal.run_hook(statement text, replica uuid, known jsonb) RETURNS text
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE statement USING replica, known;
-    RETURN NULL;
-EXCEPTION WHEN OTHERS THEN
-    IF sync_internal.is_transient(SQLSTATE) THEN
-        RAISE;
-    END IF;
-    RETURN SQLERRM;
-END
-$$;
+-- (The sender's filing hook runs in a savepoint of Rust's, as the caller:
+-- a hook may SET LOCAL ROLE, which PostgreSQL refuses inside a function
+-- run as another user. pg_magic_sync/src/receive/acting.rs.)
 
 -- For the relay, before a pass: replicas whose provisioning was noted for
 -- later (they said of themselves they needed one sooner than they may) and

@@ -31,3 +31,16 @@ ALTER FUNCTION sync.metrics(boolean) SECURITY DEFINER SET search_path = pg_catal
 REVOKE ALL ON FUNCTION sync.overview(jsonb, integer), sync.listing(jsonb, text, integer, integer),
     sync.health(jsonb, integer), sync.progress(jsonb), sync.row_progress(jsonb, text, text),
     sync.explain(uuid, text, text) FROM PUBLIC;
+
+-- A device gateway's role takes and acknowledges messages and files
+-- uploads, and nothing else (sync.allow_gateway()). Taking and
+-- acknowledging run as the extension's owner, with a search_path of their
+-- own, so the gateway needs no right on sync.outbox or sync.bodies.
+ALTER FUNCTION sync.next(uuid) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION sync.ack(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+-- sync.receive(uuid, bytea) runs as the owner too, but switches itself
+-- (pg_magic_sync/src/receive/acting.rs): it must know who called and from
+-- where, for what the host's tables see is the caller's (its grants, its
+-- row policies, the role its filing hook takes, its search_path), and a
+-- SECURITY DEFINER function has lost that before its code runs. So it is
+-- left SECURITY INVOKER here, without a SET clause.

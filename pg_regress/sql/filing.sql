@@ -166,7 +166,7 @@ SELECT sync.receive('00000000-0000-0000-0000-00000000000a', pg_temp.up(pg_temp.p
 
 -- A filing hook that takes a role: the sender's rows are written as that
 -- role (here one that may only read receipts: the row is kept), the
--- engine's own bookkeeping as the caller.
+-- engine's own bookkeeping as the extension's owner.
 CREATE ROLE filing_clerk;
 GRANT USAGE ON SCHEMA shop TO filing_clerk;
 GRANT SELECT ON shop.receipts TO filing_clerk;

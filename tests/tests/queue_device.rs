@@ -182,3 +182,54 @@ fn the_workers_passes_never_fail_for_the_reports_registers_file_meanwhile() {
     assert!(failures.is_empty(), "passes failed: {failures:#?}");
     assert_eq!(fleet.troubles().count, 0, "{:?}", fleet.troubles().first);
 }
+
+#[test]
+fn a_gateways_role_takes_applies_and_files_over_the_queue_with_no_right_on_the_engine() {
+    let mut shop = shop_with_worker();
+    // A role given only what sync.allow_gateway grants, and what filing
+    // receipts writes on the host's table (ON CONFLICT reads the key).
+    shop.run(
+        "CREATE ROLE gateway LOGIN; \
+         SELECT sync.allow_gateway('gateway'); \
+         GRANT USAGE ON SCHEMA shop TO gateway; \
+         GRANT SELECT, INSERT ON shop.receipts TO gateway",
+    );
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let replica = shop::open_register(&file, me);
+    let url = format!("{} user=gateway", shop.cluster.url("shop"));
+    let config: postgres::Config = url.parse().unwrap();
+    let mut device = Device::start(replica, Options::default(), move |replica| {
+        Queue::new(config, replica.me())
+    });
+    device.expect("connected", |s| matches!(s, Status::Connected));
+
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    wait_until("the register to hold Tea", || names_held(&file) == ["Tea"]);
+    let receipt = sell(&file, me, 1250);
+    device.control.poke();
+    wait_until("the receipt filed and its Filed applied", || {
+        unfiled(&file) == 0
+    });
+    assert_eq!(shop.receipts(), [(receipt, me, 1250)]);
+    device.stop();
+
+    // And nothing else: not the messages, not the inbox, not relaying.
+    let mut gateway = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    for refused in [
+        "SELECT count(*) FROM sync.outbox",
+        "SELECT count(*) FROM sync.inbox",
+        "SELECT count(*) FROM sync.epochs",
+        "CALL sync.relay(NULL)",
+        "SELECT sync.overview()",
+    ] {
+        let e = gateway.batch_execute(refused).unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE),
+            "{refused}: {e}"
+        );
+    }
+}

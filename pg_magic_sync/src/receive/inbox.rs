@@ -21,6 +21,7 @@ use uuid::Uuid;
 
 use crate::catalog::{self, Declared};
 use crate::error::Error;
+use crate::receive::acting::Caller;
 use crate::receive::rows::{self, Candidate, Outcome, Part};
 use crate::receive::senders::{self, Sender};
 use crate::receive::standing::Standing;
@@ -275,7 +276,7 @@ pub fn refile_replica(
     }
     let (sender, failure) = match filing {
         Some(sender) => (sender.clone(), None),
-        None => match senders::recognise(replica) {
+        None => match senders::recognise(replica, &Caller::here()) {
             Some(mut sender) => {
                 let failure = sender.begin_filing();
                 (sender, failure)

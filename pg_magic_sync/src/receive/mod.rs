@@ -18,6 +18,7 @@
 //! (answer.rs).
 
 pub mod standing;
+pub mod acting;
 pub mod senders;
 pub mod applied;
 pub mod went_back;
@@ -36,6 +37,7 @@ use prost::Message;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use self::acting::Caller;
 use self::applied::Judged;
 use self::rows::Outcome;
 use self::senders::Sender;
@@ -95,7 +97,9 @@ fn says_it_applied_nothing(up: &Up) -> bool {
     up.sequence == 0 && up.backlog.is_some() && up.rejected.is_empty()
 }
 
-pub fn file_up(replica: Uuid, bytes: &[u8]) -> Value {
+/// Files an Up under `replica`, for `caller`: the hooks and the host's
+/// tables see it (acting.rs).
+pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     let up = match Up::decode(bytes) {
         Ok(up) => up,
         Err(e) => Error::bad_message(
@@ -122,7 +126,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8]) -> Value {
     }
     // Not while the relay worker's pass runs: it would have to start over.
     gate::pass_through();
-    let Some(mut sender) = senders::recognise(replica) else {
+    let Some(mut sender) = senders::recognise(replica, caller) else {
         return json!({ "verdict": "unknown sender" });
     };
     let standing = Standing::read(replica);

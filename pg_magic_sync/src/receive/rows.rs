@@ -38,15 +38,15 @@ use crate::spi::{self, to_pg};
 
 /// The host's `place` hook, run a row at a time (sql/filing.sql).
 const PLACE_EACH: &str =
-    "SELECT at, placed, failure FROM sync_internal.place_each($1, $2, $3, $4, $5, $6)";
+    "SELECT at, placed, failure FROM sync_internal.place_each($1, $2, $3, $4, $5, $6, $7)";
 
 /// A part's statement over all its rows, in a savepoint (sql/filing.sql).
 const FILE_TOGETHER: &str =
-    "SELECT filed, failure FROM sync_internal.file_together($1, $2::jsonb, $3, $4, $5, $6)";
+    "SELECT filed, failure FROM sync_internal.file_together($1, $2::jsonb, $3, $4, $5, $6, $7)";
 
 /// The same statement a row at a time, when the database refused the whole.
 const FILE_EACH: &str =
-    "SELECT at, filed, failure FROM sync_internal.file_each($1, $2::jsonb, $3, $4, $5, $6)";
+    "SELECT at, filed, failure FROM sync_internal.file_each($1, $2::jsonb, $3, $4, $5, $6, $7)";
 
 /// A row of a part, read and checked, ready to file.
 #[derive(Clone, Debug, PartialEq)]
@@ -392,6 +392,7 @@ fn place(
                     sender.known_json().into(),
                     table.name.as_str().into(),
                     sender.runs_as().into(),
+                    sender.search_path().into(),
                 ],
             )
             .unwrap_or_else(|e| Error::spi(PLACE_EACH, e).raise());
@@ -749,6 +750,7 @@ fn run_statement(
             sender.known_json().into(),
             table.name.as_str().into(),
             sender.runs_as().into(),
+            sender.search_path().into(),
         ]
     };
     let together = Spi::connect(|client| {
