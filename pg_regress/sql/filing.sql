@@ -114,7 +114,7 @@ SELECT value, changed_at FROM shop.counters;
 -- Another replica's upload of the same key is its own row.
 SELECT sync.receive('00000000-0000-0000-0000-00000000000b', pg_temp.up(pg_temp.part('counters',
     '[{"id": 1, "value": "8", "changed_at": "1"}]', '{00000000-0000-0000-0000-00000000000b|1}'), 63)) -> 'rows';
--- A delete takes only the sender's own row.
+-- A delete takes only the sender's own row: another's is left out, and said so.
 SELECT sync.receive('00000000-0000-0000-0000-00000000000b', pg_temp.up(pg_temp.part('counters',
     '[]', '{}', '{00000000-0000-0000-0000-00000000000a|1,00000000-0000-0000-0000-00000000000b|1}'), 64)) -> 'rows';
 SELECT register_id, value FROM shop.counters ORDER BY register_id;

@@ -11,20 +11,16 @@
 //! of a message of a chain; a snapshot that drops what a replica was owed
 //! leaves it (relay/observe.rs keeps the outbox's 'filed' rows).
 
-use magic_sync_proto::LARGEST_NUMBER;
 use uuid::Uuid;
 
 use crate::message::envelope;
 use crate::spi::{self, to_pg};
 
 /// Writes the answer to these uploads to the replica's queue; answers the
-/// numbers it names (those a replica may send: 1 to 2^63 - 1).
+/// numbers it names (each from 1 to 2^63 - 1: an Up with another is
+/// malformed, receive/mod.rs).
 pub fn answer(replica: Uuid, uploads: &[u64]) -> Vec<u64> {
-    let numbers: Vec<u64> = uploads
-        .iter()
-        .copied()
-        .filter(|n| (1..=LARGEST_NUMBER).contains(n))
-        .collect();
+    let numbers = uploads.to_vec();
     if numbers.is_empty() {
         return numbers;
     }

@@ -32,7 +32,7 @@ pub mod backlogs;
 pub mod answer;
 
 use magic_sync_proto::wire::Up;
-use magic_sync_proto::PROTOCOL;
+use magic_sync_proto::{LARGEST_NUMBER, PROTOCOL};
 use prost::Message;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -90,6 +90,29 @@ pub fn beyond_limits(up: &Up, bytes: usize) -> Option<String> {
     }
 }
 
+/// Why an Up's upload numbers are none a replica sends, if they are not:
+/// every send of rows carries a fresh number from 1 to 2^63 - 1 (protocol
+/// 4.4), and a Filed names them. Rows under no number could never be
+/// answered, and the replica would send them for ever: malformed instead,
+/// so the fault shows where it lies.
+pub fn unanswerable(up: &Up) -> Option<String> {
+    let rows = up
+        .tables
+        .iter()
+        .any(|t| !t.upserts.is_empty() || !t.deletes.is_empty());
+    if let Some(n) = up
+        .uploads
+        .iter()
+        .find(|n| !(1..=LARGEST_NUMBER).contains(*n))
+    {
+        Some(format!("an upload number of {n}, outside 1 to 2^63 - 1"))
+    } else if rows && up.uploads.is_empty() {
+        Some("rows under no upload number: no Filed could answer them".to_owned())
+    } else {
+        None
+    }
+}
+
 /// An Up of the first lane (it carries the backlog, which only the first
 /// lane does) saying sequence 0 with no rejection beside it: the replica
 /// applied nothing yet.
@@ -121,7 +144,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
         )
         .raise();
     }
-    if let Some(why) = beyond_limits(&up, bytes.len()) {
+    if let Some(why) = beyond_limits(&up, bytes.len()).or_else(|| unanswerable(&up)) {
         return dropped(replica, &why);
     }
     // Not while the relay worker's pass runs: it would have to start over.

@@ -635,29 +635,28 @@ fn file_edits(
 /// server records it holding them no more — but for a row a message it had
 /// not applied when it sent them carries — and a row whose delete the
 /// database refused is noted, so the relay sends it again.
-fn file_deletes(keys: Vec<String>, table: &Declared, sender: &Sender, outcome: &mut Outcome) {
-    let mut keys = keys;
-    if table.mirror == Mirror::Both {
-        let others = sender.as_sender(|| {
-            keys_answered(
-                &rows_sql::keys_of_others(table),
-                &keys,
-                Some(to_pg(sender.replica).into()),
-            )
-        });
-        keys.retain(|k| {
-            if others.contains(k) {
-                outcome.done.push(k.clone());
-                outcome.left_out.push(LeftOut {
-                    key: k.clone(),
-                    why: "a delete of another replica's row".to_owned(),
-                });
-                false
-            } else {
-                true
-            }
-        });
-    }
+fn file_deletes(mut keys: Vec<String>, table: &Declared, sender: &Sender, outcome: &mut Outcome) {
+    // Another replica's row is left out, and said so, as every row left out
+    // is: the delete statement would pass it over in silence.
+    let others = sender.as_sender(|| {
+        keys_answered(
+            &rows_sql::keys_of_others(table),
+            &keys,
+            Some(to_pg(sender.replica).into()),
+        )
+    });
+    keys.retain(|k| {
+        if others.contains(k) {
+            outcome.done.push(k.clone());
+            outcome.left_out.push(LeftOut {
+                key: k.clone(),
+                why: "a delete of another replica's row".to_owned(),
+            });
+            false
+        } else {
+            true
+        }
+    });
     if keys.is_empty() {
         return;
     }

@@ -153,6 +153,7 @@ mod tests {
         ));
         let verdict = receive(&Up {
             tables: vec![edit(50)],
+            uploads: vec![7],
             ..applied(10)
         });
         assert!(
@@ -167,6 +168,7 @@ mod tests {
         run(&format!("DELETE FROM sync.held WHERE key = '{TILL}'"));
         let verdict = receive(&Up {
             tables: vec![edit(51)],
+            uploads: vec![8],
             ..applied(10)
         });
         assert!(
@@ -237,6 +239,7 @@ mod tests {
         };
         let verdict = receive(&Up {
             tables: vec![deletes],
+            uploads: vec![4],
             ..applied(11)
         });
         assert_eq!(verdict["rows"][0]["deleted"], 2, "{verdict}");
@@ -462,5 +465,74 @@ mod tests {
             )),
             Some(0)
         );
+    }
+
+    #[pg_test]
+    fn an_up_of_rows_under_no_upload_number_is_malformed_and_files_nothing() {
+        run(SHOP);
+        held("register_state", TILL, 9);
+        let verdict = receive(&Up {
+            tables: vec![edit(50)],
+            ..applied(10)
+        });
+        assert_eq!(verdict["verdict"], "malformed", "{verdict}");
+        assert_eq!(battery(TILL), None, "nothing filed");
+        assert_eq!(one::<i64>("SELECT count(*) FROM sync.inbox"), Some(0));
+    }
+
+    #[pg_test]
+    fn an_upload_number_of_0_or_past_2_63_is_malformed() {
+        run(SHOP);
+        held("register_state", TILL, 9);
+        for number in [0, 1 << 63] {
+            let verdict = receive(&Up {
+                tables: vec![edit(50)],
+                uploads: vec![5, number],
+                ..applied(10)
+            });
+            assert_eq!(verdict["verdict"], "malformed", "{number}: {verdict}");
+            assert!(verdict["why"]
+                .as_str()
+                .unwrap()
+                .contains(&number.to_string()));
+        }
+        assert_eq!(battery(TILL), None, "nothing filed");
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM sync.outbox WHERE kind = 'filed'"),
+            Some(0),
+            "nothing answered"
+        );
+    }
+
+    #[pg_test]
+    fn a_delete_of_another_replicas_record_is_left_out_and_said_so() {
+        run(SHOP);
+        run("CREATE TABLE shop.receipts (id uuid PRIMARY KEY, register_id uuid NOT NULL, total bigint NOT NULL); \
+             SELECT sync.declare_table('shop.receipts', mirror => 'record', origin => 'register_id'); \
+             INSERT INTO shop.receipts VALUES \
+                 ('00000000-0000-0000-0000-0000000000f1', '00000000-0000-0000-0000-00000000000b', 100), \
+                 ('00000000-0000-0000-0000-0000000000f2', '00000000-0000-0000-0000-00000000000a', 200)");
+        let deletes = UpTable {
+            table: "receipts".into(),
+            deletes: vec![
+                "00000000-0000-0000-0000-0000000000f1".into(),
+                "00000000-0000-0000-0000-0000000000f2".into(),
+            ],
+            ..UpTable::default()
+        };
+        let verdict = receive(&Up {
+            tables: vec![deletes],
+            uploads: vec![6],
+            ..applied(10)
+        });
+        let part = &verdict["rows"][0];
+        assert_eq!(part["deleted"], 1, "its own receipt goes: {verdict}");
+        assert_eq!(
+            part["left_out"],
+            json!([{"key": "00000000-0000-0000-0000-0000000000f1", "why": "a delete of another replica's row"}]),
+            "{verdict}"
+        );
+        assert_eq!(one::<i64>("SELECT count(*) FROM shop.receipts"), Some(1));
+        assert_eq!(verdict["answered"], json!([6]));
     }
 }
