@@ -30,6 +30,7 @@
 use pgrx::prelude::*;
 
 mod error;
+mod locks;
 mod spi;
 mod settings;
 mod catalog;

@@ -15,17 +15,16 @@
 
 use uuid::Uuid;
 
+use crate::locks::EPOCH;
 use crate::relay::epochs;
 use crate::spi::{self, to_pg};
-
-/// One epoch change at a time: a second replica telling the same news
-/// while the first is being acted on finds the epoch changed already.
-const EPOCH_LOCK: i64 = 7_809_643_163_296_757_359;
 
 /// Acts on the news, unless another Up acted on it since `seen` was read as
 /// the current epoch. Answers the new epoch, when this call took it.
 pub fn take_a_new_epoch(replica: Uuid, seen: Option<Uuid>, what: &str) -> Option<Uuid> {
-    spi::run_with("SELECT pg_advisory_xact_lock($1)", &[EPOCH_LOCK.into()]);
+    // One epoch change at a time: a second replica telling the same news
+    // while the first is being acted on finds the epoch changed already.
+    spi::run_with("SELECT pg_advisory_xact_lock($1)", &[EPOCH.into()]);
     if epochs::current_id() != seen {
         return None;
     }

@@ -17,27 +17,22 @@
 //! message per pass. `CALL sync.relay()` does not close the gate: a
 //! serialization failure there is the caller's to retry, as before.
 
+use crate::locks::GATE;
 use crate::spi;
-
-/// The gate's advisory lock: the relay's own key (`sync_internal.claim_relay`)
-/// plus one.
-const CLOSE: &str = "SELECT pg_advisory_lock(7809643163296757359)";
-const OPEN: &str = "SELECT pg_advisory_unlock(7809643163296757359)";
-const PASS_THROUGH: &str = "SELECT pg_advisory_xact_lock_shared(7809643163296757359)";
 
 /// Closes the gate for the session: call in a transaction of its own,
 /// before the pass's.
 pub fn close() {
-    spi::run(CLOSE);
+    spi::run_with("SELECT pg_advisory_lock($1)", &[GATE.into()]);
 }
 
 /// Opens it again: call in a transaction of its own, after the pass's.
 pub fn open() {
-    spi::run(OPEN);
+    spi::run_with("SELECT pg_advisory_unlock($1)", &[GATE.into()]);
 }
 
 /// Waits while a pass runs, then holds the gate open until this
 /// transaction ends: call before filing anything.
 pub fn pass_through() {
-    spi::run(PASS_THROUGH);
+    spi::run_with("SELECT pg_advisory_xact_lock_shared($1)", &[GATE.into()]);
 }
