@@ -400,6 +400,18 @@ CREATE TABLE sync.alarms (
     what          text NOT NULL
 );
 
+-- The upload numbers the server answered, of the last hour or so: an Up
+-- that comes again carrying one is a redelivery (an at-least-once transport
+-- handing it over twice), filed already, not a replica gone back. A
+-- replica draws a fresh number for every send, a resend after a restore
+-- included, so a number answered is never one of a send still to file.
+CREATE TABLE sync.answered (
+    replica       uuid NOT NULL,
+    number        bigint NOT NULL,
+    answered_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (replica, number)
+);
+
 -- The inbox: what was uploaded and could not be filed yet (protocol A.3).
 -- A row the database refused, a delete it refused, an upload whose filing
 -- failed as a whole for a reason a resend cannot cure, or an edit of a

@@ -33,5 +33,39 @@ pub fn answer(replica: Uuid, uploads: &[u64]) -> Vec<u64> {
             envelope::filed(numbers.clone()).into(),
         ],
     );
+    remember(replica, &numbers);
     numbers
+}
+
+const REMEMBER: &str = "\
+    INSERT INTO sync.answered (replica, number) SELECT $1, unnest($2::bigint[]) \
+    ON CONFLICT (replica, number) DO UPDATE SET answered_at = now()";
+
+/// Forgets the replica's numbers answered over an hour ago: a transport
+/// redelivers within minutes.
+const FORGET_OLD: &str = "\
+    DELETE FROM sync.answered WHERE replica = $1 AND answered_at < now() - interval '1 hour'";
+
+/// Keeps the numbers answered, so that the same Up handed over again is
+/// known for what it is (`redelivered`). The numbers are random: about one
+/// answer in 64 forgets the old ones, which keeps the cost off most.
+fn remember(replica: Uuid, numbers: &[u64]) {
+    let as_stored: Vec<i64> = numbers.iter().map(|n| *n as i64).collect();
+    spi::run_with(REMEMBER, &[to_pg(replica).into(), as_stored.into()]);
+    if numbers.iter().any(|n| n % 64 == 0) {
+        spi::run_with(FORGET_OLD, &[to_pg(replica).into()]);
+    }
+}
+
+const ANSWERED_ALREADY: &str = "\
+    SELECT EXISTS (SELECT 1 FROM sync.answered WHERE replica = $1 AND number = ANY($2::bigint[]))";
+
+/// Whether an Up carrying these numbers was filed and answered already: an
+/// at-least-once transport handed it over again.
+pub fn redelivered(replica: Uuid, uploads: &[u64]) -> bool {
+    if uploads.is_empty() {
+        return false;
+    }
+    let as_stored: Vec<i64> = uploads.iter().map(|n| *n as i64).collect();
+    spi::one::<bool>(ANSWERED_ALREADY, &[to_pg(replica).into(), as_stored.into()]).unwrap_or(false)
 }

@@ -9,7 +9,9 @@
 //! over is told plainly, and nothing changes. Anything else is answered (a
 //! jsonb verdict) and kept: a row the database refuses waits in the inbox
 //! (inbox.rs) and counts as filed. An Up beyond the limits, and one from a
-//! sender the server does not know, are dropped, unanswered.
+//! sender the server does not know, are dropped, unanswered. One whose
+//! upload numbers were answered already is the same Up handed over again:
+//! answered again, and nothing else (answer.rs).
 //!
 //! In order, each step apart from the others, so none holds back another:
 //! the rejections (rejections.rs), what it applied and its gap
@@ -152,6 +154,12 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     let Some(mut sender) = senders::recognise(replica, caller) else {
         return json!({ "verdict": "unknown sender" });
     };
+    // The same Up again, handed over twice: filed already. What it says of
+    // the replica is older than what came since (read as the replica gone
+    // back, it would provision it again): answered again, and nothing else.
+    if answer::redelivered(replica, &up.uploads) {
+        return json!({ "verdict": "redelivered", "answered": answer::answer(replica, &up.uploads) });
+    }
     let standing = Standing::read(replica);
     let tables = catalog::declared_tables();
     let mut verdict = json!({ "verdict": "filed" });

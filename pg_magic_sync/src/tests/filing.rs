@@ -535,4 +535,43 @@ mod tests {
         assert_eq!(one::<i64>("SELECT count(*) FROM shop.receipts"), Some(1));
         assert_eq!(verdict["answered"], json!([6]));
     }
+
+    #[pg_test]
+    fn an_up_handed_over_again_after_a_later_one_is_a_redelivery_and_costs_nothing() {
+        run(SHOP);
+        held("register_state", TILL, 9);
+        sent_up_to(12);
+        let first = Up {
+            tables: vec![edit(50)],
+            uploads: vec![21],
+            ..applied(11)
+        };
+        assert_eq!(receive(&first)["answered"], json!([21]));
+        let later = Up {
+            tables: vec![edit(51)],
+            uploads: vec![22],
+            ..applied(12)
+        };
+        assert_eq!(receive(&later)["applied"], "counted");
+        let again = receive(&first);
+        assert_eq!(again, json!({"verdict": "redelivered", "answered": [21]}));
+        assert_eq!(battery(TILL), Some(51), "the later edit stands");
+        assert_eq!(
+            one::<bool>(&format!(
+                "SELECT provision FROM sync.replicas WHERE id = '{A}'"
+            )),
+            Some(false),
+            "not provisioned again"
+        );
+        // An Up of no uploads that says an older position cannot be told
+        // from a replica restored from an older copy: provisioned again.
+        let report = receive(&applied(11));
+        assert_eq!(report["verdict"], "filed", "{report}");
+        assert_eq!(
+            one::<bool>(&format!(
+                "SELECT provision FROM sync.replicas WHERE id = '{A}'"
+            )),
+            Some(true)
+        );
+    }
 }
