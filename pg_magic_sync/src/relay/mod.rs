@@ -39,6 +39,9 @@ const PROVISION_OTHER_EPOCHS: &str = "\
     UPDATE sync.replicas SET provision = true \
     WHERE live AND NOT provision AND epoch IS DISTINCT FROM $1";
 
+const REDECLARED: &str =
+    "magic_sync: the declarations changed since the last pass: every live replica is provisioned again";
+
 /// When the declarations changed since the last pass (a table routed
 /// otherwise, mirrored for the first time or no more, a column added), what
 /// every replica holds may be wrong: every live replica is provisioned
@@ -56,9 +59,13 @@ fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
     if last.is_none() {
         return false;
     }
-    pgrx::warning!(
-        "magic_sync: the declarations changed since the last pass: every live replica is provisioned again"
+    // Whoever runs the server must hear of it: provisioning every replica
+    // again is the costliest thing the engine does.
+    spi::run_with(
+        "INSERT INTO sync.alarms (what) VALUES ($1)",
+        &[REDECLARED.into()],
     );
+    pgrx::warning!("{REDECLARED}");
     spi::run("UPDATE sync.replicas SET provision = true WHERE live");
     spi::run(
         "DELETE FROM sync.held h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \

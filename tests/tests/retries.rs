@@ -1,0 +1,180 @@
+//! What is tried again, and when: a row a register refused, on the retry
+//! timer and when a relay starts, until a fix lets it in; a row set aside
+//! on the quarantine's timer; and every register provisioned again when the
+//! declarations change, with an alarm, letting go of what it held of a
+//! table no longer declared.
+
+mod common;
+
+use std::thread::sleep;
+use std::time::Duration;
+
+use common::*;
+use magic_sync_replica::Replica;
+
+/// The register's products refuse a product named 'Forbidden', until the
+/// trigger that refuses it is dropped (the fix a deploy brings).
+const REFUSING: &str = "
+    CREATE TRIGGER IF NOT EXISTS no_forbidden BEFORE INSERT ON products
+    WHEN NEW.name = 'Forbidden' BEGIN SELECT RAISE(ABORT, 'forbidden here'); END;
+";
+
+fn refused_on_server(shop: &mut Shop) -> i64 {
+    shop.pg
+        .query_one(
+            "SELECT count(*) FROM sync.held WHERE refused IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// One pass, and the register takes what waits and says what it applied.
+fn relay_and_deliver(shop: &mut Shop, register: &mut Replica) -> serde_json::Value {
+    let summary = shop.relay();
+    deliver(&mut shop.pg, register);
+    report(&mut shop.pg, register);
+    summary
+}
+
+fn holds_forbidden(register: &Replica) -> bool {
+    held_by(register).iter().any(|p| p.1 == "Forbidden")
+}
+
+#[test]
+fn a_row_a_register_refused_goes_again_on_the_timer_and_when_a_relay_starts_and_is_taken_after_a_fix(
+) {
+    let mut shop = Shop::open();
+    shop.run("ALTER DATABASE shop SET magic_sync.retry_every = 1");
+    shop.reconnect();
+    let id = shop.add_register("Register 1");
+    let schema = format!("{REGISTER_SCHEMA}{REFUSING}");
+    let mut register = open_replica(&shop.file_of(id), &schema, tables(), id, Default::default());
+    relay_and_deliver(&mut shop, &mut register);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Forbidden', 1)",
+    );
+    relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(refused_on_server(&mut shop), 1, "the refusal is recorded");
+
+    // The retry timer (a second here) sends it again: refused again.
+    sleep(Duration::from_millis(1100));
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["messages"], 1, "sent again: {summary}");
+    assert!(!holds_forbidden(&register));
+    assert_eq!(refused_on_server(&mut shop), 1);
+
+    // Not due yet: nothing goes.
+    shop.run("ALTER DATABASE shop SET magic_sync.retry_every = 3600");
+    shop.reconnect();
+    sleep(Duration::from_millis(1100));
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(
+        summary["messages"], 1,
+        "once more as the timer was due: {summary}"
+    );
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(
+        summary["messages"], 0,
+        "then not before its hour: {summary}"
+    );
+
+    // A deploy fixes the register; a relay that starts (sync.retry) sends
+    // the row again at once, and the refusal is taken.
+    register
+        .connection()
+        .execute_batch("DROP TRIGGER no_forbidden")
+        .unwrap();
+    shop.run("SELECT sync.retry()");
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["messages"], 1, "{summary}");
+    assert!(holds_forbidden(&register));
+    assert_eq!(refused_on_server(&mut shop), 0, "the refusal is taken");
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+}
+
+#[test]
+fn a_row_set_aside_is_tried_again_on_the_quarantines_timer() {
+    let mut shop = Shop::open();
+    shop.run(
+        "ALTER DATABASE shop SET magic_sync.message_bytes = 4096; \
+         ALTER DATABASE shop SET magic_sync.retry_every = 3",
+    );
+    shop.reconnect();
+    let id = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(id), id);
+    relay_and_deliver(&mut shop, &mut register);
+    shop.pg
+        .execute(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, 1)",
+            &[&"x".repeat(6000)],
+        )
+        .unwrap();
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["set_aside"], 1, "{summary}");
+
+    // The limit is raised (the transport took larger messages): the row,
+    // unchanged, goes once its retry is due.
+    shop.run("ALTER DATABASE shop SET magic_sync.message_bytes = 65536");
+    shop.reconnect();
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["set_aside"], 1, "not due yet: {summary}");
+    sleep(Duration::from_millis(3100));
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["set_aside"], 0, "{summary}");
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+}
+
+#[test]
+fn a_change_of_declarations_provisions_every_register_again_with_an_alarm_and_lets_go_of_tables_no_longer_declared(
+) {
+    let mut shop = Shop::open();
+    shop.run(
+        "CREATE TABLE shop.shelves (id uuid PRIMARY KEY, label text NOT NULL); \
+         SELECT sync.declare_table('shop.shelves', sync => 'broadcast'); \
+         INSERT INTO shop.shelves VALUES (gen_random_uuid(), 'Top'); \
+         INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    let schema = format!(
+        "{REGISTER_SCHEMA} CREATE TABLE shelves (id BLOB PRIMARY KEY NOT NULL, label TEXT NOT NULL);"
+    );
+    let both = || {
+        magic_sync_replica::Tables::new(vec![
+            magic_sync_replica::Table::catalog("products"),
+            magic_sync_replica::Table::catalog("shelves"),
+        ])
+    };
+    let mut registers: Vec<Replica> = (1..=2)
+        .map(|i| {
+            let id = shop.add_register(&format!("Register {i}"));
+            open_replica(&shop.file_of(id), &schema, both(), id, Default::default())
+        })
+        .collect();
+    sync_all(&mut shop, &mut registers);
+    let held_shelves = "SELECT count(*) FROM sync.held WHERE table_name = 'shelves'";
+    let count = |shop: &mut Shop, sql: &str| -> i64 { shop.pg.query_one(sql, &[]).unwrap().get(0) };
+    assert_eq!(count(&mut shop, held_shelves), 2);
+
+    shop.run("SELECT sync.undeclare_table('shop.shelves')");
+    let summary = shop.relay();
+    assert_eq!(summary["redeclared"], true, "{summary}");
+    assert_eq!(summary["provisioned"], 2, "{summary}");
+    assert_eq!(
+        count(&mut shop, held_shelves),
+        0,
+        "what was held of shelves is let go"
+    );
+    let alarm: String = shop
+        .pg
+        .query_one("SELECT what FROM sync.alarms", &[])
+        .unwrap()
+        .get(0);
+    assert!(alarm.contains("declarations changed"), "{alarm}");
+    for register in registers.iter_mut() {
+        deliver(&mut shop.pg, register);
+        report(&mut shop.pg, register);
+    }
+    assert_each_holds_the_servers_products(&mut shop, &registers);
+    let summary = shop.relay();
+    assert_eq!(summary["provisioned"], 0, "once: {summary}");
+}
