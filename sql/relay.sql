@@ -55,6 +55,26 @@ BEGIN
 END
 $$;
 
+-- Whether a pass that plans no notes goes through, tried and undone: when
+-- it does, a pass of one note that failed failed on that note.
+CREATE FUNCTION sync_internal.passes_without_notes(starts boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    BEGIN
+        PERFORM sync_internal.record_pass(starts, 0);
+        RAISE EXCEPTION USING ERRCODE = 'MSU02', MESSAGE = 'magic_sync: a pass of no notes, tried and undone';
+    EXCEPTION
+        WHEN SQLSTATE 'MSU02' THEN
+            RETURN true;
+        WHEN OTHERS THEN
+            IF sync_internal.is_transient(SQLSTATE) THEN
+                RAISE;
+            END IF;
+            RETURN false;
+    END;
+END
+$$;
+
 -- One relay pass, in the caller's REPEATABLE READ transaction: it takes the
 -- relay's lock, reads the notes, plans, loads and records, writing the
 -- messages to the outbox and deleting the notes it planned, and wakes the
@@ -63,20 +83,36 @@ $$;
 -- pass committed after the transaction's snapshot was taken: the caller
 -- rolls back and starts over. `starts`: a relay starting, which tries
 -- again at once whatever was set aside.
+--
+-- A pass that fails for good (not a failure a retry may cure) is narrowed
+-- to what it is about: it plans half the notes, then half of those, and
+-- when one note alone fails while none passes, that note's row is set aside
+-- with why, and the pass goes on without it. What no note is about (a
+-- database not as declared, a snapshot that cannot be read) fails the pass.
 CREATE FUNCTION sync_internal.pass(starts boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     summary jsonb;
     too_large jsonb;
     rounds int := 0;
+    -- How many notes to plan: NULL, a whole batch.
+    notes integer;
+    failure text;
+    state text;
+    detail text;
+    hint text;
+    -- Rows set aside for failing the pass: a few at most, so that a failure
+    -- that is no note's does not set every note aside.
+    narrowed int := 0;
 BEGIN
     IF NOT sync_internal.claim_relay() THEN
         RETURN NULL;
     END IF;
     LOOP
         too_large := NULL;
+        failure := NULL;
         BEGIN
-            summary := sync_internal.record_pass(starts);
+            summary := sync_internal.record_pass(starts, notes);
             too_large := summary->'unsendable';
             IF too_large IS NOT NULL THEN
                 -- Rows no message could carry: this SQLSTATE of the
@@ -86,9 +122,33 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'MSU01',
                     MESSAGE = 'magic_sync: rows no message can carry';
             END IF;
-        EXCEPTION WHEN SQLSTATE 'MSU01' THEN
-            NULL;
+        EXCEPTION
+            WHEN SQLSTATE 'MSU01' THEN
+                NULL;
+            WHEN OTHERS THEN
+                IF sync_internal.is_transient(SQLSTATE) THEN
+                    RAISE;
+                END IF;
+                GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, failure = MESSAGE_TEXT,
+                    detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
         END;
+        IF failure IS NOT NULL THEN
+            IF notes IS NULL THEN
+                notes := (SELECT least(count(*), current_setting('magic_sync.notes_per_pass')::bigint)
+                          FROM sync.notes);
+            END IF;
+            IF notes > 1 THEN
+                notes := notes / 2;
+            ELSIF notes = 1 AND narrowed < 10 AND sync_internal.passes_without_notes(starts) THEN
+                PERFORM sync_internal.set_aside_oldest_note(failure);
+                narrowed := narrowed + 1;
+                notes := NULL;
+            ELSE
+                RAISE EXCEPTION USING ERRCODE = state, MESSAGE = failure,
+                    DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
+            END IF;
+            CONTINUE;
+        END IF;
         EXIT WHEN too_large IS NULL;
         -- Each round sets at least one more row aside; one that keeps coming
         -- back is a fault of the engine, and must not spin for ever.
@@ -151,6 +211,16 @@ LANGUAGE sql AS $$
                GROUP BY n.table_name, n.key) AS newest USING (table_name, key)
     ON CONFLICT (table_name, key) DO UPDATE
     SET note = excluded.note, reason = excluded.reason, since = now(), retry_at = excluded.retry_at;
+$$;
+
+-- Sets the row of the oldest note aside, with why the pass failed on it:
+-- planned around until it changes, its retry comes, or a relay starts.
+CREATE FUNCTION sync_internal.set_aside_oldest_note(failure text) RETURNS void
+LANGUAGE sql AS $$
+    SELECT sync_internal.set_aside(jsonb_build_array(jsonb_build_object(
+        'table', n.table_name, 'key', n.key, 'note', n.id,
+        'reason', 'a pass failed on it: ' || failure)))
+    FROM (SELECT id, table_name, key FROM sync.notes ORDER BY id LIMIT 1) AS n;
 $$;
 
 -- After a deploy that may have fixed what was set aside: rows no message

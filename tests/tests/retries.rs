@@ -178,3 +178,101 @@ fn a_change_of_declarations_provisions_every_register_again_with_an_alarm_and_le
     let summary = shop.relay();
     assert_eq!(summary["provisioned"], 0, "once: {summary}");
 }
+
+fn quarantined(shop: &mut Shop) -> Vec<(String, String)> {
+    shop.pg
+        .query("SELECT key, reason FROM sync.quarantine ORDER BY key", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[test]
+fn a_note_the_planner_cannot_read_is_set_aside_and_the_rest_of_the_pass_goes() {
+    let mut shop = Shop::open();
+    let id = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(id), id);
+    relay_and_deliver(&mut shop, &mut register);
+    shop.run(
+        "BEGIN; \
+         INSERT INTO sync.notes (table_name, key) VALUES ('products', 'not-a-uuid'); \
+         INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250); \
+         COMMIT",
+    );
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["set_aside"], 1, "{summary}");
+    let aside = quarantined(&mut shop);
+    assert_eq!(aside[0].0, "not-a-uuid");
+    assert!(
+        aside[0].1.starts_with("a pass failed on it: "),
+        "{}",
+        aside[0].1
+    );
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+    assert_eq!(held_by(&register).len(), 1, "Tea went");
+}
+
+#[test]
+fn a_row_a_users_function_fails_on_is_set_aside_until_a_deploy_fixes_it_and_then_reaches_every_register(
+) {
+    let mut shop = Shop::open();
+    // Whether a product sells, asked of a function that fails on 'Boom'
+    // (costly, so the planner asks it only of the rows a pass is about).
+    shop.run(
+        "CREATE FUNCTION shop.sellable(p shop.products) RETURNS boolean LANGUAGE plpgsql COST 100000 AS $$ \
+         BEGIN IF p.name = 'Boom' THEN RAISE EXCEPTION 'cannot tell whether Boom sells'; END IF; \
+         RETURN true; END $$; \
+         CREATE VIEW shop.sellable_products AS SELECT * FROM shop.products p WHERE shop.sellable(p); \
+         SELECT sync.declare_table('shop.products', sync => 'broadcast', active => 'shop.sellable_products'); \
+         INSERT INTO shop.products (id, name, price_cents) \
+         SELECT gen_random_uuid(), 'Item ' || i, i FROM generate_series(1, 200) AS i; \
+         ANALYZE shop.products",
+    );
+    let mut registers: Vec<Replica> = (1..=2)
+        .map(|i| {
+            let id = shop.add_register(&format!("Register {i}"));
+            open_register(&shop.file_of(id), id)
+        })
+        .collect();
+    sync_all(&mut shop, &mut registers);
+    shop.run(
+        "BEGIN; \
+         INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Boom', 1); \
+         INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Cake', 400); \
+         COMMIT",
+    );
+    let summary = shop.relay();
+    assert_eq!(summary["set_aside"], 1, "{summary}");
+    let aside = quarantined(&mut shop);
+    assert!(
+        aside[0].1.contains("cannot tell whether Boom sells"),
+        "{}",
+        aside[0].1
+    );
+    for register in registers.iter_mut() {
+        deliver(&mut shop.pg, register);
+        report(&mut shop.pg, register);
+        let names: Vec<String> = held_by(register).into_iter().map(|p| p.1).collect();
+        assert!(
+            names.contains(&"Cake".to_owned()),
+            "the rest of the pass went"
+        );
+        assert!(!names.contains(&"Boom".to_owned()));
+    }
+
+    // The deploy: the function answers for every row. A relay that starts
+    // tries what was set aside again.
+    shop.run(
+        "CREATE OR REPLACE FUNCTION shop.sellable(p shop.products) RETURNS boolean \
+         LANGUAGE sql COST 100000 AS $$ SELECT true $$; \
+         SELECT sync.retry()",
+    );
+    let summary = shop.relay();
+    assert_eq!(summary["set_aside"], 0, "{summary}");
+    for register in registers.iter_mut() {
+        deliver(&mut shop.pg, register);
+        report(&mut shop.pg, register);
+    }
+    assert_each_holds_the_servers_products(&mut shop, &registers);
+}

@@ -7,11 +7,13 @@ use crate::error::Error;
 use crate::publish::worker;
 use crate::relay;
 
-/// `sync_internal.record_pass()`: the recording half of a pass. Called by
-/// `sync.relay()`, which gives it its transaction; answers what it did.
+/// `sync_internal.record_pass(starts, notes)`: the recording half of a
+/// pass, planning at most `notes` notes (NULL: `magic_sync.notes_per_pass`).
+/// Called by `sync_internal.pass()`, which gives it its transaction, and
+/// plans fewer notes when a pass fails; answers what it did.
 #[pg_extern(volatile, schema = "sync_internal")]
-fn record_pass(starts: bool) -> pgrx::JsonB {
-    pgrx::JsonB(relay::record_pass(starts))
+fn record_pass(starts: bool, notes: default!(Option<i32>, "NULL")) -> pgrx::JsonB {
+    pgrx::JsonB(relay::record_pass(starts, notes))
 }
 
 /// `sync.start_relay()`: starts a relay worker for the current database,

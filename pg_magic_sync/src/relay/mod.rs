@@ -76,7 +76,7 @@ fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
 
 /// `sync_internal.record_pass()`: the recording half of a pass. Called by
 /// `sync.relay()`, which gives it its transaction; answers what it did.
-pub fn record_pass(starts: bool) -> serde_json::Value {
+pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let mut steps = Steps::start();
     let declarations = Declarations::read();
     // Nothing runs on a database that is not as the declarations say: the
@@ -100,7 +100,10 @@ pub fn record_pass(starts: bool) -> serde_json::Value {
     let tables = declarations.declared();
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
-    let planned = plan::plan(&tables, i64::from(settings::NOTES_PER_PASS.get()), starts);
+    let batch = notes
+        .unwrap_or_else(|| settings::NOTES_PER_PASS.get())
+        .max(0);
+    let planned = plan::plan(&tables, i64::from(batch), starts);
     steps.end("plan");
     // Nothing planned: no cohort, nothing to load or record.
     let cohorts = if planned.anything { cohorts::form() } else { 0 };

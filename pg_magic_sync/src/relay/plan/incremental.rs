@@ -87,14 +87,18 @@ const QUESTION_HELD_REACHED: &str = "\
 
 /// The rows whose reasons to be held may have changed, for each replica:
 /// the rows touched, and (when rows lean on others) the rows in question.
-const CANDIDATES: &str = "\
-    INSERT INTO sync_pass_candidates \
-    SELECT r.id, t.table_name, t.key FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
+const CANDIDATES_TOUCHED: &str = "\
+    SELECT r.id AS replica, t.table_name, t.key FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
     WHERE t.replica IS NULL \
     UNION SELECT t.replica, t.table_name, t.key FROM sync_pass_touched t \
     JOIN sync_pass_current r ON r.id = t.replica";
 const CANDIDATES_IN_QUESTION: &str =
     " UNION SELECT replica, table_name, key FROM sync_pass_question";
+/// A row that cannot go is not judged by its table's rule: judging it may
+/// be what failed (a user's function in the active view, a key that does
+/// not read).
+const NOT_BLOCKED: &str = " WHERE NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+    WHERE b.table_name = c.table_name AND b.key = c.key)";
 
 /// Rows reached from the frontier that are not kept yet: kept now; those
 /// the replica lacks, or that are in question, are the next frontier.
@@ -230,11 +234,14 @@ fn reach_held_versions(tables: &[Declared]) {
 fn keep(tables: &[Declared], closes: bool) {
     // Without rows leaning on others, the rows in question are touched rows
     // already: a second copy of them would only be sorted away.
-    if closes {
-        spi::run(&format!("{CANDIDATES}{CANDIDATES_IN_QUESTION}"));
-    } else {
-        spi::run(CANDIDATES);
-    }
+    let question = if closes { CANDIDATES_IN_QUESTION } else { "" };
+    let blocked =
+        spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]).unwrap_or(false);
+    let not_blocked = if blocked { NOT_BLOCKED } else { "" };
+    spi::run(&format!(
+        "INSERT INTO sync_pass_candidates SELECT c.* \
+         FROM ({CANDIDATES_TOUCHED}{question}) AS c{not_blocked}"
+    ));
     scratch::analyze(&["sync_pass_candidates", "sync_pass_question"]);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if let Some(rows) = rule_rows(table, "sync_pass_current", Some("sync_pass_candidates")) {
@@ -248,7 +255,7 @@ fn keep(tables: &[Declared], closes: bool) {
         keep_followers_of_what_stays(tables);
     }
     // What cannot go is never kept: it is taken back where it is held.
-    if spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]).unwrap_or(false) {
+    if blocked {
         spi::run(
             "DELETE FROM sync_pass_want w USING sync_pass_blocked b \
              WHERE w.table_name = b.table_name AND w.key = b.key",
