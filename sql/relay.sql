@@ -172,6 +172,9 @@ $$;
 -- on its own, run by hand (tests use it: it is deterministic). The advisory
 -- lock keeps one pass at a time, whoever runs it. A pass run this way is no
 -- relay starting: sync.retry() asks for what was set aside to be tried again.
+-- It does not close the filing gate (relay/gate.rs) as the worker does: a
+-- pass that loses a race with a filing (a serialization failure) starts
+-- over with a fresh snapshot instead.
 --
 -- CALL it outside a transaction block: it commits what came before it.
 CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
@@ -182,7 +185,11 @@ BEGIN
     COMMIT;
     LOOP
         SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-        summary := sync_internal.pass(false);
+        BEGIN
+            summary := sync_internal.pass(false);
+        EXCEPTION WHEN serialization_failure THEN
+            summary := NULL;
+        END;
         EXIT WHEN summary IS NOT NULL;
         ROLLBACK;
     END LOOP;

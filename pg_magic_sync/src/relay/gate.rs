@@ -14,8 +14,9 @@
 //! Acknowledgements pass freely: they only delete a message from the
 //! outbox, which a pass touches only when it provisions that replica
 //! again, and a device blocked at each acknowledgement would take one
-//! message per pass. `CALL sync.relay()` does not close the gate: a
-//! serialization failure there is the caller's to retry, as before.
+//! message per pass. `CALL sync.relay()` does not close the gate (a session
+//! lock left behind by an error would stop all filing): a pass of its that
+//! loses a race with a filing starts over (sql/relay.sql).
 
 use crate::locks::GATE;
 use crate::spi;

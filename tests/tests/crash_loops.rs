@@ -1,0 +1,183 @@
+//! A register killed with SIGKILL at random points while it applies and
+//! uploads, a couple of hundred times in a row on one file (the device
+//! program is tests/src/bin/crash_register.rs), while the head office
+//! changes every product's price at once and relays: the file is never
+//! corrupt, never half-applied (every product it holds has the same price,
+//! as every change gave them), and once left to run the register holds
+//! exactly the server's products, and every receipt it wrote is filed,
+//! once.
+
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use magic_sync_tests::Cluster;
+use rand::{Rng, SeedableRng};
+use rusqlite::{Connection, OpenFlags};
+use uuid::Uuid;
+
+const SERVER_SCHEMA: &str = "
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
+    CREATE TABLE shop.products (id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL);
+    CREATE TABLE shop.receipts (id uuid PRIMARY KEY, register_id uuid NOT NULL, total_cents bigint NOT NULL);
+    SELECT sync.declare_replicas('shop.registers', live => 'active');
+    SELECT sync.declare_table('shop.products', sync => 'broadcast');
+    SELECT sync.declare_table('shop.receipts', mirror => 'record', origin => 'register_id');
+    INSERT INTO shop.products SELECT gen_random_uuid(), 'Item ' || i, 0 FROM generate_series(1, 20) AS i;
+";
+
+/// How many times the register is killed: a couple of hundred in CI, more
+/// with `MAGIC_SYNC_CRASHES`.
+fn crashes() -> usize {
+    std::env::var("MAGIC_SYNC_CRASHES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200)
+}
+
+fn register(url: &str, file: &std::path::Path, id: Uuid, until_idle: bool) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_crash_register"));
+    command.arg(url).arg(file).arg(id.to_string());
+    if until_idle {
+        command.arg("--until-idle");
+    }
+    command.spawn().expect("starts the register")
+}
+
+/// The head office, until told to stop: every product's price changed in
+/// one transaction, then a relay pass, again and again.
+fn head_office(cluster: &Cluster, stop: Arc<AtomicBool>) -> thread::JoinHandle<u64> {
+    let mut pg = cluster.connect("shop");
+    thread::spawn(move || {
+        let mut changes = 0;
+        while !stop.load(Ordering::Relaxed) {
+            changes += 1;
+            pg.batch_execute(&format!("UPDATE shop.products SET price_cents = {changes}"))
+                .unwrap();
+            pg.batch_execute("CALL sync.relay()").unwrap();
+            thread::sleep(Duration::from_millis(5));
+        }
+        changes
+    })
+}
+
+/// What a killed register's file holds, checked: never corrupt, and every
+/// product at one price (a message applied whole, or not at all).
+fn assert_whole(file: &std::path::Path, round: usize) {
+    let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_WRITE).unwrap();
+    let integrity: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(integrity, "ok", "round {round}");
+    let dangling: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(dangling, 0, "round {round}");
+    let prices: i64 = conn
+        .query_row(
+            "SELECT count(DISTINCT price_cents) FROM products",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap_or(0);
+    assert!(
+        prices <= 1,
+        "round {round}: {prices} prices, a message half applied"
+    );
+}
+
+fn ids(conn_rows: Vec<Uuid>) -> Vec<Uuid> {
+    let mut rows = conn_rows;
+    rows.sort();
+    rows
+}
+
+#[test]
+fn a_register_killed_again_and_again_is_never_corrupt_nor_half_applied_and_converges() {
+    let cluster = Cluster::start();
+    let mut pg = cluster.database_with_extension("shop");
+    pg.batch_execute(SERVER_SCHEMA).unwrap();
+    let id = Uuid::new_v4();
+    pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[&id])
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("register.db");
+    let url = cluster.url("shop");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let office = head_office(&cluster, stop.clone());
+    let seed: u64 = rand::random();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for round in 0..crashes() {
+        let mut child = register(&url, &file, id, false);
+        thread::sleep(Duration::from_millis(rng.random_range(5..60)));
+        child.kill().expect("kills the register (SIGKILL)");
+        child.wait().unwrap();
+        assert_whole(&file, round);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let changes = office.join().unwrap();
+    eprintln!(
+        "seed {seed}: {} kills while the head office made {changes} changes",
+        crashes()
+    );
+
+    // Left to run, it catches up.
+    pg.batch_execute("CALL sync.relay()").unwrap();
+    for _ in 0..3 {
+        let status = register(&url, &file, id, true).wait().unwrap();
+        assert!(status.success());
+        pg.batch_execute("CALL sync.relay()").unwrap();
+    }
+    let conn = Connection::open(&file).unwrap();
+    let held: Vec<(Vec<u8>, i64)> = conn
+        .prepare("SELECT id, price_cents FROM products ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let mut servers: Vec<(Vec<u8>, i64)> = pg
+        .query("SELECT id, price_cents FROM shop.products", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, Uuid>(0).as_bytes().to_vec(), r.get(1)))
+        .collect();
+    servers.sort();
+    assert_eq!(
+        held, servers,
+        "seed {seed}: the register holds the server's products"
+    );
+
+    let written: Vec<Uuid> = conn
+        .prepare("SELECT id FROM receipts")
+        .unwrap()
+        .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        .unwrap()
+        .map(|b| Uuid::from_slice(&b.unwrap()).unwrap())
+        .collect();
+    let filed: Vec<Uuid> = pg
+        .query(
+            "SELECT id FROM shop.receipts WHERE register_id = $1",
+            &[&id],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!written.is_empty());
+    assert_eq!(
+        ids(filed),
+        ids(written),
+        "seed {seed}: every receipt filed, once"
+    );
+    let waiting: i64 = conn
+        .query_row("SELECT count(*) FROM sync_notes", [], |r| r.get(0))
+        .unwrap_or(0);
+    assert_eq!(waiting, 0, "nothing left to send");
+}
