@@ -241,7 +241,9 @@ $$;
 -- first, the longest silent first within a state: (total, the page).
 CREATE FUNCTION sync_internal.replica_page(scope jsonb, state text, skip integer, lim integer,
                                           OUT total bigint, OUT page jsonb)
-LANGUAGE sql STABLE AS $$
+-- In plpgsql, which keeps its plan, as the overview does.
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
     WITH r AS (
         SELECT * FROM sync_internal.replica_states(scope) r
         WHERE replica_page.state IS NULL OR r.state = replica_page.state
@@ -250,6 +252,8 @@ LANGUAGE sql STABLE AS $$
            coalesce((SELECT jsonb_agg(sync_internal.replica_json(p) ORDER BY p.rank, p.heard_at NULLS FIRST, p.id)
                      FROM (SELECT * FROM r ORDER BY r.rank, r.heard_at NULLS FIRST, r.id
                            OFFSET skip LIMIT lim) p), '[]')
+    INTO total, page;
+END
 $$;
 
 -- Per declared table, over the scope's replicas: notes not yet planned,
@@ -257,8 +261,13 @@ $$;
 -- server, or refused by a replica), rows written by replicas and not filed
 -- (as their backlogs said, and kept in the inbox), and whether the table is
 -- where it should be on every one of them.
+--
+-- Written in plpgsql so that its plan is kept for the session: planning it
+-- cost more than running it while every replica is caught up.
 CREATE FUNCTION sync_internal.table_figures(scope jsonb) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (
     WITH s AS (
         SELECT r.id, r.partition, r.applied_sequence,
                (r.last_sequence > r.applied_sequence
@@ -344,13 +353,18 @@ LANGUAGE sql STABLE AS $$
                               OR NOT EXISTS (SELECT 1 FROM s WHERE s.provisioning)))
              ORDER BY f.position, f.name), '[]')
     FROM figures f
+    );
+END
 $$;
 
 -- What the engine waits on over a scope, each list cut at lim (its total
 -- uncut), each item saying whether it waits for the network and the relay
--- ("wait") or for a fix to be deployed ("fix").
+-- ("wait") or for a fix to be deployed ("fix"). In plpgsql, which keeps its
+-- plan, as table_figures does.
 CREATE FUNCTION sync_internal.health(scope jsonb, lim integer) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (
     WITH s AS (SELECT * FROM sync_internal.scope_replicas(scope)),
     notes AS (
         SELECT n.noted_at FROM sync.notes n
@@ -427,6 +441,8 @@ LANGUAGE sql STABLE AS $$
                           'retry_at', f.retry_at, 'remedy', f.remedy)
                           ORDER BY f.failed_at, f.replica), '[]')
                       FROM (SELECT * FROM failing ORDER BY failed_at, replica LIMIT lim) f)))
+    );
+END
 $$;
 
 -- ---------------------------------------------------------------------------
@@ -434,9 +450,13 @@ $$;
 
 -- Is everything where it should be? (docs/src/status.md, "sync.overview")
 CREATE FUNCTION sync.overview(scope jsonb DEFAULT NULL, lim integer DEFAULT 20) RETURNS jsonb
-LANGUAGE sql STABLE
--- Compiling the plan costs more than running it: hundreds of milliseconds.
-SET jit = off AS $$
+LANGUAGE plpgsql STABLE
+-- Compiling the plan costs more than running it (hundreds of milliseconds),
+-- and so does planning it: plpgsql keeps a generic plan for the session,
+-- as it does table_figures's and health's.
+SET jit = off SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (
     WITH r AS (SELECT * FROM sync_internal.replica_states(scope)),
     health AS (SELECT sync_internal.health(scope, sync_internal.status_count('lim', lim)) AS h)
     SELECT jsonb_build_object(
@@ -455,6 +475,8 @@ SET jit = off AS $$
             'total', (SELECT count(*) FROM r)),
         'tables', sync_internal.table_figures(scope),
         'health', (SELECT h FROM health))
+    );
+END
 $$;
 
 -- The scope's replicas a page at a time, in the overview's order, in one
@@ -504,12 +526,17 @@ $$;
 -- The same figures as the overview, as OpenMetrics text for a Prometheus
 -- scrape through a SQL exporter (docs/src/status.md, "sync.metrics"):
 -- gauges labelled by state and by table, never by replica unless
--- `by_replica` asks (a fleet's ids would make a series each).
+-- `by_replica` asks (a fleet's ids would make a series each). In plpgsql,
+-- which keeps its plan, as the overview does.
 CREATE FUNCTION sync.metrics(by_replica boolean DEFAULT false) RETURNS text
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE SET jit = off SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (
     WITH r AS (SELECT * FROM sync_internal.replica_states(NULL)),
     h AS (SELECT sync_internal.health(NULL, 0) AS h),
-    t AS (SELECT jsonb_array_elements(sync_internal.table_figures(NULL)) AS t),
+    -- Worked out once: read once in a subquery of each of five families,
+    -- it would be inlined there and worked out for each.
+    t AS MATERIALIZED (SELECT jsonb_array_elements(sync_internal.table_figures(NULL)) AS t),
     lines AS (
         SELECT 1 AS part, 0 AS n, '# TYPE magic_sync_replicas gauge' || E'\n'
                || '# HELP magic_sync_replicas Live replicas in each state.' AS line
@@ -574,6 +601,8 @@ LANGUAGE sql STABLE AS $$
     )
     SELECT string_agg(line, E'\n' ORDER BY part, n) || E'\n# EOF\n'
     FROM lines WHERE line IS NOT NULL
+    );
+END
 $$;
 
 -- Lets `reader` use the status reads and nothing else: USAGE on schema sync

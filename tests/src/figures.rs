@@ -16,3 +16,9 @@ pub fn median_and_p99(mut samples: Vec<f64>) -> (f64, f64) {
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
+
+/// The median and the 95th percentile.
+pub fn median_and_p95(mut samples: Vec<f64>) -> (f64, f64) {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    (quantile(&samples, 0.5), quantile(&samples, 0.95))
+}

@@ -34,8 +34,13 @@ fn explain(replica: pgrx::Uuid, table_name: &str, key: &str) -> pgrx::JsonB {
 // A read's SQL is planned afresh each call, and its estimates (a recursive
 // walk, a set-returning scope) run high enough to set the JIT compiling for
 // seconds what runs in milliseconds: the reads run without it.
+//
+// Progress is planned for the replicas it is asked of (a custom plan):
+// one replica's rows are read by index, every replica's in one scan, and a
+// plan kept for one would be wrong for the other.
 extension_sql!(
     "ALTER FUNCTION sync.progress(jsonb) SET jit = off;\n\
+     ALTER FUNCTION sync.progress(jsonb) SET plan_cache_mode = force_custom_plan;\n\
      ALTER FUNCTION sync.row_progress(jsonb, text, text) SET jit = off;\n\
      ALTER FUNCTION sync.explain(uuid, text, text) SET jit = off;\n",
     name = "status_rows_without_jit",

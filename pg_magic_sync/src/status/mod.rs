@@ -30,6 +30,29 @@ pub const CONTRACT: i32 = 1;
 /// is the statement's first argument.
 pub const SCOPE: &str = "SELECT id, partition FROM sync_internal.scope_replicas($1)";
 
+/// The same replicas given by id (`$1`, from `scope_ids`): the planner
+/// counts an array it is given, not what a function answers (a thousand
+/// rows, it guesses), and with one replica guessed at a thousand it read
+/// every order and every held row rather than that replica's.
+pub const SCOPE_BY_ID: &str =
+    "SELECT r.id, r.partition FROM sync.replicas r WHERE r.id = ANY ($1::uuid[])";
+
+/// The ids of a scope's live replicas; a scope of the wrong shape is
+/// refused as `scope_replicas` refuses it.
+const SCOPE_IDS: &str =
+    "SELECT coalesce(array_agg(id), '{}') FROM sync_internal.scope_replicas($1)";
+
+/// The live replicas of `scope`, for `SCOPE_BY_ID`. Read in the statement's
+/// snapshot, as the read that takes them.
+pub fn scope_ids(scope: Option<Value>) -> Vec<pgrx::Uuid> {
+    let args: [DatumWithOid; 1] = [scope.map(pgrx::JsonB).into()];
+    spi::select(SCOPE_IDS, Some(1), &args, |mut rows| {
+        rows.next()
+            .map(|row| spi::column::<Vec<pgrx::Uuid>>(&row, 1, "a scope's replicas"))
+            .unwrap_or_default()
+    })
+}
+
 /// Every row the scope's replicas hold or should hold, with its state on
 /// each (`states`), after should.rs's expressions. A blocked row a replica
 /// holds is set aside there, whether or not its rules still reach it: the

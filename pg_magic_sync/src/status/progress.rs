@@ -6,7 +6,7 @@
 use pgrx::datum::DatumWithOid;
 use serde_json::Value;
 
-use super::{answer, states_sql, tables, CONTRACT, SCOPE};
+use super::{answer, scope_ids, states_sql, tables, CONTRACT, SCOPE_BY_ID};
 
 /// The figures of each row state, per replica and table, answered as one
 /// document: every table that goes down (`$2`, parents first) for every
@@ -50,7 +50,8 @@ pub fn progress(scope: Option<Value>) -> Value {
         .filter(|t| t.mirror.goes_down())
         .map(|t| t.name.clone())
         .collect();
-    let sql = format!("{}{PROGRESS}", states_sql(&tables, SCOPE, false));
-    let args: [DatumWithOid; 3] = [scope.map(pgrx::JsonB).into(), down.into(), CONTRACT.into()];
+    let replicas = scope_ids(scope);
+    let sql = format!("{}{PROGRESS}", states_sql(&tables, SCOPE_BY_ID, false));
+    let args: [DatumWithOid; 3] = [replicas.into(), down.into(), CONTRACT.into()];
     answer(&sql, &args)
 }
