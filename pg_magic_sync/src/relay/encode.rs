@@ -454,7 +454,7 @@ mod tests {
         assert_eq!(written(i64::MIN), "\"-infinity\"");
         // 4713-01-01 00:00:00 BC, the first instant PostgreSQL takes.
         assert_eq!(
-            written(-211_810_291_200_000_000),
+            written(-211_810_204_800_000_000),
             "\"4713-01-01T00:00:00.000000Z BC\""
         );
     }
