@@ -12,7 +12,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use magic_sync_replica::{Replica, Settings, Table, Tables};
+use magic_sync_replica::{Apply, Replica, Settings, Table, Tables};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use serde_json::Value;
@@ -43,6 +43,11 @@ const RECEIPTS: &str = "Récéipts 'sold' 🧾";
 const RECEIPT_REGISTER: &str = "Register Id \"who\"";
 const TOTAL: &str = "Total € cents";
 const RECEIVED_AT: &str = "Receïved At";
+
+const FOOTERS: &str = "Föoters; \"Setting\"";
+const FOOTER_REGISTER: &str = "Régister";
+const FOOTER_TEXT: &str = "Text 'x'";
+const CHANGED_AT: &str = "Changed; At";
 
 const CUSTOMERS: &str = "Cüstomers";
 const CUSTOMER_NAME: &str = "NAME";
@@ -103,6 +108,12 @@ fn server_schema() -> String {
              {receipt_register} uuid NOT NULL,
              {total} bigint NOT NULL,
              {received_at} timestamptz NOT NULL DEFAULT now());
+         CREATE TABLE {footers} (
+             {footer_register} uuid NOT NULL,
+             \"Id\" uuid NOT NULL,
+             {footer_text} text NOT NULL,
+             {changed_at} timestamptz NOT NULL,
+             PRIMARY KEY ({footer_register}, \"Id\"));
          CREATE TABLE {customers} (\"Id\" uuid PRIMARY KEY, {customer_name} text NOT NULL);
          CREATE TABLE {lists} (\"Id\" uuid PRIMARY KEY);
          CREATE TABLE {members} (
@@ -122,7 +133,19 @@ fn server_schema() -> String {
          SELECT sync.declare_table({receipts_text}, mirror => 'record',
                                    origin => {receipt_register_text},
                                    unmirrored => {received_at_array});
+         SELECT sync.declare_table({footers_text}, mirror => 'setting',
+                                   origin => {footer_register_text},
+                                   version => {changed_at_text},
+                                   desired => {footer_text_array});
          SELECT sync.declare_table({customers_text}, sync => {grouped});",
+        footers = rel(FOOTERS),
+        footer_register = q(FOOTER_REGISTER),
+        footer_text = q(FOOTER_TEXT),
+        changed_at = q(CHANGED_AT),
+        footers_text = lit(&rel(FOOTERS)),
+        footer_register_text = lit(FOOTER_REGISTER),
+        changed_at_text = lit(CHANGED_AT),
+        footer_text_array = one_name_array(FOOTER_TEXT),
         schema = q(SCHEMA),
         registers = rel(REGISTERS),
         id = q(REGISTER_ID),
@@ -187,8 +210,16 @@ fn register_schema() -> String {
          CREATE TABLE IF NOT EXISTS {receipts} (
              \"Id\" BLOB PRIMARY KEY NOT NULL, {receipt_register} BLOB NOT NULL,
              {total} INTEGER NOT NULL);
+         CREATE TABLE IF NOT EXISTS {footers} (
+             {footer_register} BLOB NOT NULL, \"Id\" BLOB NOT NULL,
+             {footer_text} TEXT NOT NULL, {changed_at} TEXT NOT NULL,
+             PRIMARY KEY ({footer_register}, \"Id\"));
          CREATE TABLE IF NOT EXISTS {customers} (
              \"Id\" BLOB PRIMARY KEY NOT NULL, {customer_name} TEXT NOT NULL);",
+        footers = q(FOOTERS),
+        footer_register = q(FOOTER_REGISTER),
+        footer_text = q(FOOTER_TEXT),
+        changed_at = q(CHANGED_AT),
         products = q(PRODUCTS),
         name = q(PRODUCT_NAME),
         price = q(PRICE),
@@ -216,6 +247,11 @@ fn tables() -> Tables {
             .replica_owned(&[BATTERY])
             .origin(STATE_REGISTER),
         Table::record(RECEIPTS).origin(RECEIPT_REGISTER),
+        Table::setting(FOOTERS)
+            .origin(FOOTER_REGISTER)
+            .version(CHANGED_AT)
+            .desired(&[FOOTER_TEXT])
+            .apply(Apply::Always),
         Table::catalog(CUSTOMERS),
     ])
 }
@@ -230,9 +266,14 @@ struct HostileShop {
 
 impl HostileShop {
     fn open() -> HostileShop {
+        HostileShop::open_with(&server_schema())
+    }
+
+    /// A cluster whose database holds `schema`.
+    fn open_with(schema: &str) -> HostileShop {
         let cluster = Cluster::start();
         let mut pg = cluster.database_with_extension("shop");
-        pg.batch_execute(&server_schema())
+        pg.batch_execute(schema)
             .expect("the hostile schema declares");
         HostileShop {
             _cluster: cluster,
@@ -265,9 +306,13 @@ impl HostileShop {
             q(STATE_REGISTER),
             q(NOTE)
         ));
+        (id, self.open_replica(id, schema, tables))
+    }
+
+    /// The replica `id` of `tables`, opened on its file holding `schema`.
+    fn open_replica(&self, id: Uuid, schema: &str, tables: Tables) -> Replica {
         let file = self.dir.path().join(format!("{id}.db"));
-        let replica = common::open_replica(&file, schema, tables, id, Settings::default());
-        (id, replica)
+        common::open_replica(&file, schema, tables, id, Settings::default())
     }
 
     /// A relay pass (what the inbox keeps filed first, as the worker does),
@@ -299,18 +344,28 @@ impl HostileShop {
             .get(0)
     }
 
-    /// Every row of a server table as text: its key and its columns' values.
+    /// Every row of a server table of the hostile schema as text: its
+    /// columns' values.
     fn rows(
         &mut self,
         table: &str,
         columns: &[&str],
         condition: &str,
     ) -> BTreeSet<Vec<Option<String>>> {
+        self.rows_of(&rel(table), columns, condition)
+    }
+
+    /// Every row of `relation` (qualified and quoted) as text.
+    fn rows_of(
+        &mut self,
+        relation: &str,
+        columns: &[&str],
+        condition: &str,
+    ) -> BTreeSet<Vec<Option<String>>> {
         let list: Vec<String> = columns.iter().map(|c| format!("{}::text", q(c))).collect();
         let sql = format!(
-            "SELECT {} FROM {} WHERE {condition}",
-            list.join(", "),
-            rel(table)
+            "SELECT {} FROM {relation} WHERE {condition}",
+            list.join(", ")
         );
         self.pg
             .query(&sql, &[])
@@ -355,6 +410,7 @@ const NUTRITION_COLUMNS: [&str; 2] = [NUTRITION_PRODUCT, KCAL];
 const STATE_COLUMNS: [&str; 4] = ["Id", STATE_REGISTER, NOTE, BATTERY];
 const CUSTOMER_COLUMNS: [&str; 2] = ["Id", CUSTOMER_NAME];
 const RECEIPT_COLUMNS: [&str; 3] = ["Id", RECEIPT_REGISTER, TOTAL];
+const FOOTER_COLUMNS: [&str; 3] = [FOOTER_REGISTER, "Id", FOOTER_TEXT];
 
 /// What a register should hold of the server's tables: every product and
 /// its nutrition, its own state, the customers of the lists given it.
@@ -445,6 +501,21 @@ fn sell(register: &Replica, totals: &[i64], battery: i64) -> Vec<Uuid> {
         [battery],
     )
     .unwrap();
+    conn.execute(
+        &format!(
+            "INSERT INTO {} ({}, \"Id\", {}, {}) VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
+            q(FOOTERS),
+            q(FOOTER_REGISTER),
+            q(FOOTER_TEXT),
+            q(CHANGED_AT)
+        ),
+        rusqlite::params![
+            me.as_bytes().to_vec(),
+            Uuid::new_v4().as_bytes().to_vec(),
+            format!("Thank you; \"{battery}\" 'ü'")
+        ],
+    )
+    .unwrap();
     ids
 }
 
@@ -475,6 +546,14 @@ fn hostile_names_are_declared_relayed_filed_and_read_back() {
     assert!(sold
         .iter()
         .all(|id| filed.iter().any(|row| row[0] == Some(id.to_string()))));
+    let mut footers = held(&registers[0], FOOTERS, &FOOTER_COLUMNS);
+    footers.extend(held(&registers[1], FOOTERS, &FOOTER_COLUMNS));
+    assert_eq!(
+        shop.rows(FOOTERS, &FOOTER_COLUMNS, "true"),
+        footers,
+        "every setting is filed"
+    );
+    assert_eq!(footers.len(), 2);
     let batteries = shop.rows(STATE, &[STATE_REGISTER, BATTERY], "true");
     assert_eq!(
         batteries,
@@ -523,6 +602,7 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
         .collect();
     let mut declared = names(&DOWN);
     declared.insert(RECEIPTS.to_owned());
+    declared.insert(FOOTERS.to_owned());
     assert_eq!(tables, declared, "{overview}");
     assert_eq!(overview["states"]["synced"], 2, "{overview}");
 
@@ -578,7 +658,7 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
     assert_eq!(explained["table"], CUSTOMERS, "{explained}");
 
     let metrics = shop.text("SELECT sync.metrics()", &[]);
-    for table in DOWN.iter().chain(&[RECEIPTS]) {
+    for table in DOWN.iter().chain(&[RECEIPTS, FOOTERS]) {
         let label = format!(
             "table=\"{}\"",
             table.replace('\\', "\\\\").replace('"', "\\\"")
@@ -869,4 +949,380 @@ fn the_row_too_large_is_set_aside_and_health_says_so(shop: &mut HostileShop) {
         reason.contains(ODD) && reason.contains("more than a message carries"),
         "the reason names the table as declared: {reason}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// What the engine prints for hostile names runs as printed
+// ---------------------------------------------------------------------------
+
+/// Drops every trigger the engine wrote on the hostile schema's tables.
+const DROP_THE_ENGINES_TRIGGERS: &str = "
+    DO $$ DECLARE t record; BEGIN
+        FOR t IN SELECT tgname, tgrelid::regclass AS rel FROM pg_trigger
+                  WHERE tgname LIKE 'sync\\_%' AND NOT tgisinternal LOOP
+            EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
+        END LOOP;
+    END $$";
+
+/// Drops every index of the hostile schema but the primary keys.
+const DROP_THE_LOOKUP_INDEXES: &str = "
+    DO $$ DECLARE i record; BEGIN
+        FOR i IN SELECT x.indexrelid::regclass AS index FROM pg_index x
+                   JOIN pg_class c ON c.oid = x.indrelid
+                   JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = current_setting('hostile.schema') AND NOT x.indisprimary LOOP
+            EXECUTE format('DROP INDEX %s', i.index);
+        END LOOP;
+    END $$";
+
+impl HostileShop {
+    /// What `sync.check()` finds: (problem, fix).
+    fn problems(&mut self) -> Vec<(String, String)> {
+        self.pg
+            .query("SELECT problem, fix FROM sync.check()", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    }
+
+    fn statements(&mut self, sql: &str) -> Vec<String> {
+        self.pg
+            .query(sql, &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
+    fn assert_checks_clean(&mut self) {
+        let problems = self.problems();
+        assert!(problems.is_empty(), "the relay may run: {problems:#?}");
+    }
+}
+
+/// The statement a fix prints after its first line's advice, or the whole
+/// of a fix that is a statement. An ENABLE TRIGGER fix ends with an aside.
+fn statement_of(fix: &str) -> &str {
+    let statement = match fix.split_once(":\n") {
+        Some((_, call)) => call,
+        None => fix,
+    };
+    statement.split(" (or ENABLE ALWAYS").next().unwrap()
+}
+
+#[test]
+fn the_ddl_and_the_fixes_the_engine_prints_for_hostile_names_run_as_printed() {
+    let mut shop = HostileShop::open();
+    shop.assert_checks_clean();
+    shop.run(&format!("SET hostile.schema = {}", lit(SCHEMA)));
+
+    // The triggers, printed by the check and by sync.triggers().
+    let printed = shop.statements("SELECT * FROM sync.triggers()");
+    assert!(printed.len() >= DOWN.len() + 2, "{printed:#?}");
+    shop.run(DROP_THE_ENGINES_TRIGGERS);
+    let problems = shop.problems();
+    assert_eq!(
+        problems.len(),
+        printed.len(),
+        "a missing trigger each: {problems:#?}"
+    );
+    for (_, fix) in problems {
+        shop.run(statement_of(&fix));
+    }
+    shop.assert_checks_clean();
+    shop.run(DROP_THE_ENGINES_TRIGGERS);
+    for statement in printed {
+        shop.run(&statement);
+    }
+    shop.assert_checks_clean();
+
+    // A trigger disabled: the fix enables it.
+    shop.run(&format!(
+        "ALTER TABLE {} DISABLE TRIGGER sync_note_row",
+        rel(PRODUCTS)
+    ));
+    let problems = shop.problems();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    shop.run(statement_of(&problems[0].1));
+    shop.assert_checks_clean();
+
+    // The lookups' indexes, printed by the check and by sync.indexes().
+    shop.run(DROP_THE_LOOKUP_INDEXES);
+    let printed = shop.statements("SELECT * FROM sync.indexes()");
+    assert!(!printed.is_empty(), "the lookups need indexes");
+    for statement in printed {
+        shop.run(&statement);
+    }
+    shop.assert_checks_clean();
+
+    // A table that drifted: the call printed declares it again.
+    shop.run(&format!(
+        "ALTER TABLE {} ADD COLUMN {} text",
+        rel(STATE),
+        q("Nëw \"col\"; 'x'")
+    ));
+    let problems = shop.problems();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].0.contains(STATE), "{problems:#?}");
+    shop.run(statement_of(&problems[0].1));
+    shop.assert_checks_clean();
+
+    // Taken back by its declared name, and declared again.
+    shop.pg
+        .execute("SELECT sync.undeclare_table($1)", &[&CUSTOMERS])
+        .unwrap();
+    shop.assert_checks_clean();
+    shop.run(&format!(
+        "SELECT sync.declare_table({}, sync => {})",
+        lit(&rel(CUSTOMERS)),
+        lit(&format!(
+            "grouped(members => {}, assigned => {})",
+            rel(MEMBERS),
+            rel(REGISTER_LISTS)
+        ))
+    ));
+    shop.assert_checks_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Partitions, an active view, a name of its own, a created column
+// ---------------------------------------------------------------------------
+
+const PARTED: &str = "Pärt; \"itioned\" 'ü'";
+const COMPANY: &str = "Cömpany; \"Id\"";
+const ITEMS: &str = "Ïtems 'p' %s";
+const SHOWN_AS: &str = "Shown; \"as\" ünï $1";
+const RETIRED: &str = "Retired?";
+const ACTIVE: &str = "Äctive \"items\"";
+const SALES: &str = "Sälës; 'up'";
+const SELLER: &str = "Séller";
+const CREATED: &str = "Créated; At";
+
+fn parted(table: &str) -> String {
+    format!("{}.{}", q(PARTED), q(table))
+}
+
+fn parted_server_schema() -> String {
+    format!(
+        "CREATE SCHEMA {schema};
+         CREATE TABLE {registers} (\"Id\" uuid PRIMARY KEY, {company} uuid NOT NULL);
+         CREATE TABLE {items} (
+             \"Id\" uuid PRIMARY KEY, {company} uuid NOT NULL,
+             \"Näme\" text NOT NULL, {retired} boolean NOT NULL DEFAULT false);
+         CREATE VIEW {active} AS SELECT \"Id\", {company} FROM {items} WHERE NOT {retired};
+         CREATE TABLE {sales} (
+             \"Id\" uuid PRIMARY KEY, {company} uuid, {seller} uuid NOT NULL,
+             {created} timestamptz NOT NULL);
+         SELECT sync.declare_replicas({registers_text}, id => 'Id', partitioned_by => {company_text});
+         SELECT sync.declare_table({items_text}, sync => 'broadcast', name => {shown_text},
+                                   active => {active_text});
+         SELECT sync.declare_table({sales_text}, mirror => 'record', key => '{{Id}}',
+                                   origin => {seller_text}, created => {created_text});",
+        schema = q(PARTED),
+        registers = parted(REGISTERS),
+        company = q(COMPANY),
+        items = parted(ITEMS),
+        retired = q(RETIRED),
+        active = parted(ACTIVE),
+        sales = parted(SALES),
+        seller = q(SELLER),
+        created = q(CREATED),
+        registers_text = lit(&parted(REGISTERS)),
+        company_text = lit(COMPANY),
+        items_text = lit(&parted(ITEMS)),
+        shown_text = lit(SHOWN_AS),
+        active_text = lit(&parted(ACTIVE)),
+        sales_text = lit(&parted(SALES)),
+        seller_text = lit(SELLER),
+        created_text = lit(CREATED),
+    )
+}
+
+fn parted_register_schema() -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {shown} (
+             \"Id\" BLOB PRIMARY KEY NOT NULL, {company} BLOB NOT NULL,
+             \"Näme\" TEXT NOT NULL, {retired} BOOLEAN NOT NULL);
+         CREATE TABLE IF NOT EXISTS {sales} (
+             \"Id\" BLOB PRIMARY KEY NOT NULL, {company} BLOB, {seller} BLOB NOT NULL,
+             {created} TEXT NOT NULL);",
+        shown = q(SHOWN_AS),
+        company = q(COMPANY),
+        retired = q(RETIRED),
+        sales = q(SALES),
+        seller = q(SELLER),
+        created = q(CREATED),
+    )
+}
+
+fn parted_tables() -> Tables {
+    Tables::new(vec![
+        Table::catalog(SHOWN_AS),
+        Table::record(SALES).origin(SELLER).created(CREATED),
+    ])
+}
+
+/// A view of the active rows without their partition: the planner could
+/// not tell which replicas they go to.
+const KEYS_ONLY: &str = "Kéys \"only\"";
+
+#[test]
+fn partitions_an_active_view_and_a_name_of_its_own_fight_back_too() {
+    let mut shop = HostileShop::open_with(&parted_server_schema());
+    shop.run(&format!(
+        "CREATE VIEW {} AS SELECT \"Id\" FROM {}",
+        parted(KEYS_ONLY),
+        parted(ITEMS)
+    ));
+    let refused = shop
+        .pg
+        .execute(
+            "SELECT sync.declare_table($1, sync => 'broadcast', name => $2, active => $3)",
+            &[&parted(ITEMS), &SHOWN_AS, &parted(KEYS_ONLY)],
+        )
+        .expect_err("a view without the partition column is refused");
+    let message = refused
+        .as_db_error()
+        .expect("the server's refusal")
+        .message();
+    assert!(
+        message.contains(KEYS_ONLY) && message.contains(COMPANY),
+        "the refusal names the view and the column: {message}"
+    );
+    let (north, south) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut registers = Vec::new();
+    for company in [north, south] {
+        let id = Uuid::new_v4();
+        shop.run(&format!(
+            "INSERT INTO {} VALUES ('{id}', '{company}');
+             INSERT INTO {} (\"Id\", {}, \"Näme\", {}) VALUES
+                 (gen_random_uuid(), '{company}', 'kept; \"ü\"', false),
+                 (gen_random_uuid(), '{company}', 'retired', true);",
+            parted(REGISTERS),
+            parted(ITEMS),
+            q(COMPANY),
+            q(RETIRED)
+        ));
+        registers.push(shop.open_replica(id, &parted_register_schema(), parted_tables()));
+    }
+    shop.sync_all(&mut registers);
+    let columns = ["Id", COMPANY, "Näme"];
+    for (register, company) in registers.iter().zip([north, south]) {
+        let should = shop.rows_of(
+            &parted(ITEMS),
+            &columns,
+            &format!("{} = '{company}' AND NOT {}", q(COMPANY), q(RETIRED)),
+        );
+        assert_eq!(held(register, SHOWN_AS, &columns), should);
+        assert_eq!(should.len(), 1, "its company's active item only");
+    }
+
+    // A sale goes up, its created column written once.
+    let sale = Uuid::new_v4();
+    registers[0]
+        .connection()
+        .execute(
+            &format!(
+                "INSERT INTO {} (\"Id\", {}, {}, {}) VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.123456Z')",
+                q(SALES),
+                q(COMPANY),
+                q(SELLER),
+                q(CREATED)
+            ),
+            rusqlite::params![
+                sale.as_bytes().to_vec(),
+                north.as_bytes().to_vec(),
+                registers[0].me().as_bytes().to_vec()
+            ],
+        )
+        .unwrap();
+    shop.sync_all(&mut registers);
+    assert_eq!(
+        shop.rows_of(&parted(SALES), &["Id", COMPANY, SELLER, CREATED], "true"),
+        BTreeSet::from([vec![
+            Some(sale.to_string()),
+            Some(north.to_string()),
+            Some(registers[0].me().to_string()),
+            Some(shop.text(
+                "SELECT '2026-10-01T10:00:00.123456Z'::timestamptz::text",
+                &[]
+            )),
+        ]])
+    );
+
+    // Provisioned again from scratch, it holds the same.
+    let first = registers[0].me();
+    let before = held(&registers[0], SHOWN_AS, &columns);
+    shop.pg
+        .execute("SELECT sync.resync($1)", &[&first])
+        .unwrap();
+    shop.sync_all(&mut registers);
+    assert_eq!(held(&registers[0], SHOWN_AS, &columns), before);
+
+    // The reads of a partition name the tables as declared.
+    let scope = serde_json::json!({ "partition": north.to_string() });
+    let overview: Value = shop
+        .pg
+        .query_one("SELECT sync.overview($1, 100)", &[&scope])
+        .unwrap()
+        .get(0);
+    let tables: BTreeSet<String> = overview["tables"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{overview}"))
+        .iter()
+        .map(|t| t["table"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tables, names(&[SHOWN_AS, SALES]), "{overview}");
+    assert_eq!(overview["states"]["synced"], 1, "{overview}");
+    let item = shop.text(
+        &format!(
+            "SELECT \"Id\"::text FROM {} WHERE {} = '{north}' AND NOT {}",
+            parted(ITEMS),
+            q(COMPANY),
+            q(RETIRED)
+        ),
+        &[],
+    );
+    let row: Value = shop
+        .pg
+        .query_one(
+            "SELECT sync.row_progress($1, $2, $3)",
+            &[&scope, &SHOWN_AS, &item],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(row["table"], SHOWN_AS, "{row}");
+    let explained: Value = shop
+        .pg
+        .query_one(
+            "SELECT sync.explain($1, $2, $3)",
+            &[&first, &SHOWN_AS, &item],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(explained["state"], "holds", "{explained}");
+    let retired = shop.text(
+        &format!(
+            "SELECT \"Id\"::text FROM {} WHERE {} = '{north}' AND {}",
+            parted(ITEMS),
+            q(COMPANY),
+            q(RETIRED)
+        ),
+        &[],
+    );
+    let explained: Value = shop
+        .pg
+        .query_one(
+            "SELECT sync.explain($1, $2, $3)",
+            &[&first, &SHOWN_AS, &retired],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        explained["should"], false,
+        "outside the active view: {explained}"
+    );
+    let metrics = shop.text("SELECT sync.metrics(true)", &[]);
+    assert!(metrics.contains("Shown; \\\"as\\\" ünï $1"), "{metrics}");
 }
