@@ -633,12 +633,16 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
         .get(0);
     assert_eq!(row["table"], PRODUCTS, "{row}");
     assert_eq!(row["key"], tea, "{row}");
+    let places = row["places"].as_array().unwrap();
+    assert_eq!(places.len(), 2, "{row}");
+    assert!(places.iter().all(|p| p["state"] == "holds"), "{row}");
     let explained: Value = shop
         .pg
         .query_one("SELECT sync.explain($1, $2, $3)", &[&a, &PRODUCTS, &tea])
         .unwrap()
         .get(0);
     assert_eq!(explained["table"], PRODUCTS, "{explained}");
+    assert_eq!(explained["state"], "holds", "{explained}");
     let customer = shop.text(
         &format!(
             "SELECT \"Id\"::text FROM {} WHERE {} = 'Zoë'",
@@ -656,6 +660,27 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
         .unwrap()
         .get(0);
     assert_eq!(explained["table"], CUSTOMERS, "{explained}");
+    assert_eq!(explained["should"], true, "{explained}");
+    let unlisted = shop.text(
+        &format!(
+            "SELECT \"Id\"::text FROM {} WHERE {} = 'Åsa'",
+            rel(CUSTOMERS),
+            q(CUSTOMER_NAME)
+        ),
+        &[],
+    );
+    let explained: Value = shop
+        .pg
+        .query_one(
+            "SELECT sync.explain($1, $2, $3)",
+            &[&a, &CUSTOMERS, &unlisted],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(explained["table"], CUSTOMERS, "{explained}");
+    assert_eq!(explained["should"], false, "in no list: {explained}");
+    let synced = shop.json("SELECT sync.listing(NULL, 'synced')");
+    assert_eq!(synced["total"], 2, "{synced}");
 
     let metrics = shop.text("SELECT sync.metrics()", &[]);
     for table in DOWN.iter().chain(&[RECEIPTS, FOOTERS]) {
@@ -827,6 +852,12 @@ fn awkward_values_travel_down_as_the_protocol_writes_them_and_back_up_unchanged(
         serde_json::json!([]),
         "what came back differs from what went:\n{differ:#}"
     );
+    let filed: i64 = shop
+        .pg
+        .query_one(&format!("SELECT count(*) FROM {}", rel(ODD_UP)), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(filed, 7, "every row the register held, once");
 }
 
 /// The row `n` of the awkward rows, as the register holds it.
