@@ -43,6 +43,7 @@ const RECEIPTS: &str = "Récéipts 'sold' 🧾";
 const RECEIPT_REGISTER: &str = "Register Id \"who\"";
 const TOTAL: &str = "Total € cents";
 const RECEIVED_AT: &str = "Receïved At";
+const NOT_NEGATIVE: &str = "Total; \"≥ 0\"";
 
 const FOOTERS: &str = "Föoters; \"Setting\"";
 const FOOTER_REGISTER: &str = "Régister";
@@ -106,7 +107,7 @@ fn server_schema() -> String {
          CREATE TABLE {receipts} (
              \"Id\" uuid PRIMARY KEY,
              {receipt_register} uuid NOT NULL,
-             {total} bigint NOT NULL,
+             {total} bigint NOT NULL CONSTRAINT {not_negative} CHECK ({total} >= 0),
              {received_at} timestamptz NOT NULL DEFAULT now());
          CREATE TABLE {footers} (
              {footer_register} uuid NOT NULL,
@@ -164,6 +165,7 @@ fn server_schema() -> String {
         receipts = rel(RECEIPTS),
         receipt_register = q(RECEIPT_REGISTER),
         total = q(TOTAL),
+        not_negative = q(NOT_NEGATIVE),
         received_at = q(RECEIVED_AT),
         customers = rel(CUSTOMERS),
         customer_name = q(CUSTOMER_NAME),
@@ -200,7 +202,7 @@ fn register_schema() -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {products} (
              \"Id\" BLOB PRIMARY KEY NOT NULL, {name} TEXT NOT NULL,
-             {price} INTEGER NOT NULL, {keyword} TEXT);
+             {price} INTEGER NOT NULL CHECK ({price} >= 0), {keyword} TEXT);
          CREATE TABLE IF NOT EXISTS {nutrition} (
              {nutrition_product} BLOB PRIMARY KEY NOT NULL REFERENCES {products} (\"Id\"),
              {kcal} INTEGER);
@@ -586,6 +588,64 @@ fn hostile_names_are_declared_relayed_filed_and_read_back() {
     assert_eq!(held(&registers[1], CUSTOMERS, &CUSTOMER_COLUMNS).len(), 1);
 
     every_status_read_names_the_tables_as_declared(&mut shop, a, tea);
+    refusals_and_kept_uploads_are_named_as_declared(&mut shop, &mut registers);
+}
+
+/// A row the registers refuse (their CHECK) and a receipt the server
+/// refuses (its CHECK): the health names each by its table as declared.
+fn refusals_and_kept_uploads_are_named_as_declared(
+    shop: &mut HostileShop,
+    registers: &mut [Replica],
+) {
+    let refused = Uuid::new_v4();
+    shop.run(&format!(
+        "INSERT INTO {} (\"Id\", {}, {}) VALUES ('{refused}', 'Below; \"zero\"', -1)",
+        rel(PRODUCTS),
+        q(PRODUCT_NAME),
+        q(PRICE)
+    ));
+    let kept = sell(&registers[0], &[-5], 41)[0];
+    shop.sync_all(registers);
+
+    let health = shop.json("SELECT sync.health()");
+    let refusals = health["refused"]["first"].as_array().unwrap();
+    assert_eq!(refusals.len(), 2, "each register refuses it: {health:#}");
+    for refusal in refusals {
+        assert_eq!(refusal["table"], PRODUCTS, "{health:#}");
+        assert_eq!(refusal["key"], refused.to_string(), "{health:#}");
+    }
+    let kept_back = health["inbox"]["first"].as_array().unwrap();
+    assert_eq!(kept_back.len(), 1, "{health:#}");
+    assert_eq!(kept_back[0]["table"], RECEIPTS, "{health:#}");
+    assert_eq!(kept_back[0]["key"], kept.to_string(), "{health:#}");
+    assert_eq!(kept_back[0]["remedy"], "fix", "{health:#}");
+    let a = registers[0].me();
+    let explained: Value = shop
+        .pg
+        .query_one(
+            "SELECT sync.explain($1, $2, $3)",
+            &[&a, &PRODUCTS, &refused.to_string()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(explained["table"], PRODUCTS, "{explained}");
+    // The fix deployed, the receipt kept is filed, once.
+    shop.run(&format!(
+        "ALTER TABLE {} DROP CONSTRAINT {}; SELECT sync.refile(true);",
+        rel(RECEIPTS),
+        q(NOT_NEGATIVE)
+    ));
+    shop.sync_all(registers);
+    let filed = shop.rows(RECEIPTS, &["Id"], &format!("\"Id\" = '{kept}'"));
+    assert_eq!(filed.len(), 1, "the receipt kept is filed");
+    let health = shop.json("SELECT sync.health()");
+    assert_eq!(health["inbox"]["total"], 0, "{health:#}");
+    // A row it should hold and refused is, in explain's words, set aside.
+    assert_eq!(explained["state"], "set_aside", "{explained:#}");
+    assert_eq!(
+        explained["kept_away"][0]["reason"], "refused",
+        "{explained:#}"
+    );
 }
 
 fn names(tables: &[&str]) -> BTreeSet<String> {
@@ -1097,6 +1157,34 @@ fn the_ddl_and_the_fixes_the_engine_prints_for_hostile_names_run_as_printed() {
     assert_eq!(problems.len(), 1, "{problems:#?}");
     assert!(problems[0].0.contains(STATE), "{problems:#?}");
     shop.run(statement_of(&problems[0].1));
+    shop.assert_checks_clean();
+
+    // An active view without the column an assigned rule reads is refused.
+    shop.run(&format!(
+        "CREATE VIEW {} AS SELECT \"Id\" FROM {}",
+        rel(KEYS_ONLY),
+        rel(STATE)
+    ));
+    let refused = shop
+        .pg
+        .execute(
+            &format!(
+                "SELECT sync.declare_table($1, mirror => 'both', sync => {}, origin => $2, \
+                 replica_owned => {}, active => $3)",
+                lit(&format!("assigned({})", q(STATE_REGISTER))),
+                one_name_array(BATTERY)
+            ),
+            &[&rel(STATE), &STATE_REGISTER, &rel(KEYS_ONLY)],
+        )
+        .expect_err("a view without the assigned column is refused");
+    let message = refused
+        .as_db_error()
+        .expect("the server's refusal")
+        .message();
+    assert!(
+        message.contains(KEYS_ONLY) && message.contains(STATE_REGISTER),
+        "the refusal names the view and the column: {message}"
+    );
     shop.assert_checks_clean();
 
     // Taken back by its declared name, and declared again.
