@@ -1445,3 +1445,80 @@ fn partitions_an_active_view_and_a_name_of_its_own_fight_back_too() {
     let metrics = shop.text("SELECT sync.metrics(true)", &[]);
     assert!(metrics.contains("Shown; \\\"as\\\" ünï $1"), "{metrics}");
 }
+
+// ---------------------------------------------------------------------------
+// The relay worker in a database whose name fights back
+// ---------------------------------------------------------------------------
+
+const DATABASE: &str = "Shöp, \"db\"; drop database x;--";
+
+/// Long enough for a busy machine; the wait ends as soon as it may.
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn connect_to(cluster: &Cluster, database: &str) -> Client {
+    let mut config = postgres::Config::new();
+    config
+        .host_path(cluster.socket_dir())
+        .port(cluster.port())
+        .user("postgres")
+        .dbname(database);
+    config
+        .connect(postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot connect to {database}: {e}"))
+}
+
+#[test]
+fn a_relay_worker_runs_in_a_database_whose_name_fights_back() {
+    let cluster =
+        Cluster::start_with(&["shared_preload_libraries=magic_sync", "magic_sync.idle=1"]);
+    let mut admin = cluster.connect("postgres");
+    // Each alone: neither runs inside a transaction block.
+    admin
+        .batch_execute(&format!("CREATE DATABASE {}", q(DATABASE)))
+        .unwrap();
+    admin
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET magic_sync.database = {}",
+            lit(&format!("postgres, {}", q(DATABASE)))
+        ))
+        .unwrap();
+    cluster.restart_immediately();
+    let mut pg = connect_to(&cluster, DATABASE);
+    pg.batch_execute("CREATE EXTENSION magic_sync").unwrap();
+    pg.batch_execute(&server_schema()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut shop = HostileShop {
+        _cluster: cluster,
+        pg,
+        dir,
+        set_aside: 0,
+    };
+    let (a, mut register) = shop.add_register();
+    write_the_catalog(&mut shop, a);
+
+    // No CALL sync.relay(): the worker of that database relays.
+    let began = std::time::Instant::now();
+    loop {
+        common::deliver(&mut shop.pg, &mut register);
+        common::report(&mut shop.pg, &mut register);
+        let held_now = held(&register, PRODUCTS, &PRODUCT_COLUMNS);
+        if held_now == shop.rows(PRODUCTS, &PRODUCT_COLUMNS, "true") && held_now.len() == 2 {
+            break;
+        }
+        assert!(
+            began.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} for the worker of {DATABASE} to relay"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let workers: i64 = shop
+        .pg
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE backend_type = 'magic_sync relay' AND datname = $1",
+            &[&DATABASE],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(workers, 1, "one worker runs in {DATABASE}");
+}
