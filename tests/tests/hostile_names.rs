@@ -7,6 +7,10 @@
 //! read. Every identifier is built here from the names themselves with one
 //! quoting rule (the same in both dialects), so a name the engine forgets
 //! to quote shows as a syntax error, a wrong table or a read that fails.
+//!
+//! Then: awkward values down and back up; the DDL and fixes the engine
+//! prints for such names, run as printed; partitions, an active view, a
+//! name of its own; and the relay worker in a database so named.
 
 mod common;
 
