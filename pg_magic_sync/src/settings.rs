@@ -246,15 +246,51 @@ fn define_database() {
 
 /// The databases `magic_sync.database` names, in its order.
 pub fn databases() -> Vec<String> {
-    let listed = DATABASE
-        .get()
-        .map(|names| names.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    listed
-        .split(',')
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .map(str::to_owned)
+    database_names(&text(&DATABASE))
+}
+
+/// The names of a comma-separated list, each trimmed. A name in double
+/// quotes is taken as written, as SQL quotes an identifier (a comma, a
+/// space, a doubled quote inside), so any database can be named; one
+/// unquoted keeps its case, as it always has.
+fn database_names(listed: &str) -> Vec<String> {
+    #[derive(PartialEq)]
+    enum At {
+        Bare,
+        Quoted,
+        // Past a quoted name's closing quote: nothing more is its.
+        Closed,
+    }
+    // Each name, and whether it was quoted (then kept as it is).
+    let mut names: Vec<(String, bool)> = Vec::new();
+    let mut name = String::new();
+    let mut at = At::Bare;
+    let mut chars = listed.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (&at, c) {
+            (At::Quoted, '"') if chars.peek() == Some(&'"') => {
+                name.push('"');
+                chars.next();
+            }
+            (At::Quoted, '"') => at = At::Closed,
+            (At::Quoted, c) => name.push(c),
+            (At::Bare, '"') if name.trim().is_empty() => {
+                name.clear();
+                at = At::Quoted;
+            }
+            (At::Bare | At::Closed, ',') => {
+                names.push((std::mem::take(&mut name), at == At::Closed));
+                at = At::Bare;
+            }
+            (At::Bare, c) => name.push(c),
+            (At::Closed, _) => {}
+        }
+    }
+    names.push((name, at != At::Bare));
+    names
+        .into_iter()
+        .map(|(n, quoted)| if quoted { n } else { n.trim().to_owned() })
+        .filter(|n| !n.is_empty())
         .collect()
 }
 
@@ -264,5 +300,24 @@ pub fn limits() -> Limits {
         rows: MESSAGE_ROWS.get() as usize,
         bytes: MESSAGE_BYTES.get() as usize,
         ..Limits::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::database_names;
+
+    #[test]
+    fn a_database_list_is_split_at_commas_and_trimmed() {
+        assert_eq!(database_names(" shop, Depot ,,"), ["shop", "Depot"]);
+        assert!(database_names("").is_empty());
+    }
+
+    #[test]
+    fn a_quoted_database_name_is_taken_as_written() {
+        assert_eq!(
+            database_names(r#"shop, "Shöp, ""x""; y", " spaced ""#),
+            ["shop", "Shöp, \"x\"; y", " spaced "]
+        );
     }
 }

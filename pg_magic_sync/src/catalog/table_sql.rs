@@ -89,10 +89,24 @@ fn json_value(alias: &str, column: &str, ty: &str) -> String {
     if ty == "bigint" || ty.starts_with("numeric") {
         format!("({col})::text")
     } else if ty == "timestamp with time zone" {
-        format!("to_char({col} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
+        instant_json(&col)
     } else {
         col
     }
+}
+
+/// A timestamptz as the JSON row conventions write it: RFC 3339 in UTC to
+/// the microsecond; a year before Christ followed by ` BC`, and an
+/// infinite one as `infinity` or `-infinity`, as PostgreSQL writes them, so
+/// neither comes back as another value (to_char answers no era, and NULL
+/// for an infinity).
+fn instant_json(col: &str) -> String {
+    format!(
+        "CASE WHEN isfinite({col}) THEN \
+         to_char({col} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+         || CASE WHEN {col} < '0001-01-01 00:00:00+00' THEN ' BC' ELSE '' END \
+         ELSE ({col})::text END"
+    )
 }
 
 /// The row of `alias` as a JSON object of its columns (`json`).
@@ -235,8 +249,10 @@ mod tests {
         assert_eq!(
             row_json(&products(), "t"),
             "json_build_object('id', t.\"id\", 'price_cents', (t.\"price_cents\")::text, \
-             'updated_at', to_char(t.\"updated_at\" AT TIME ZONE 'UTC', \
-             'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))"
+             'updated_at', CASE WHEN isfinite(t.\"updated_at\") THEN \
+             to_char(t.\"updated_at\" AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+             || CASE WHEN t.\"updated_at\" < '0001-01-01 00:00:00+00' THEN ' BC' ELSE '' END \
+             ELSE (t.\"updated_at\")::text END)"
         );
     }
 

@@ -579,6 +579,21 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                         Some(_) => {}
                     }
                 }
+                // The planner reads a row's partition and the replica it is
+                // assigned to from the view too: without them, every pass
+                // would fail.
+                let assigned = match &rule {
+                    Rule::Assigned { column } => Some(column),
+                    _ => None,
+                };
+                for column in partition.iter().chain(assigned) {
+                    if !view_columns.iter().any(|c| &c.name == column) {
+                        check.add(
+                            format!("magic_sync: {option}: {} has no column {column}", view.shown),
+                            "The planner reads a row's partition and the replica it is assigned to from the view: give it those columns of the table.",
+                        );
+                    }
+                }
                 request.active = Some(view.qualified.clone());
                 Some(view.qualified)
             }

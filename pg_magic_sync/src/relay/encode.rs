@@ -30,8 +30,8 @@ enum Kind {
     Int8,
     Bool,
     /// A timestamptz, as a JSON string of the instant in UTC to the
-    /// microsecond (what `to_char(v AT TIME ZONE 'UTC',
-    /// 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')` writes); an infinite one is null.
+    /// microsecond, ` BC` after a year before Christ, an infinite one as
+    /// `infinity` or `-infinity` (what table_sql.rs's json_value writes).
     Instant,
     /// JSON already: written as it is.
     Json,
@@ -193,22 +193,30 @@ unsafe fn write_value(out: &mut Vec<u8>, kind: Kind, value: Datum) {
     }
 }
 
-/// Appends a timestamptz (microseconds since 2000-01-01 UTC) as to_char
-/// writes it in UTC: a year before 1 AD as its number before Christ, as
-/// to_char's YYYY does; an infinite one as null, as to_char answers NULL.
+/// Appends a timestamptz (microseconds since 2000-01-01 UTC) as
+/// catalog/table_sql.rs's json_value writes it in UTC: a year before 1 AD
+/// as its number before Christ followed by ` BC` (as PostgreSQL writes and
+/// reads it back, so the instant is not taken for one after Christ), an
+/// infinite one as `infinity` or `-infinity`, which is no instant but
+/// comes back as the same value.
 fn push_instant(out: &mut Vec<u8>, micros: i64) {
-    if micros == i64::MIN || micros == i64::MAX {
-        out.extend_from_slice(b"null");
-        return;
+    match micros {
+        i64::MIN => return out.extend_from_slice(b"\"-infinity\""),
+        i64::MAX => return out.extend_from_slice(b"\"infinity\""),
+        _ => {}
     }
     const DAY: i64 = 86_400_000_000;
     let (days, time) = (micros.div_euclid(DAY), micros.rem_euclid(DAY));
     let (year, month, day) = civil_from_days(days + 10_957); // 2000-01-01
-    let shown = if year <= 0 { 1 - year } else { year };
+    let (shown, era) = if year <= 0 {
+        (1 - year, " BC")
+    } else {
+        (year, "")
+    };
     let seconds = time / 1_000_000;
     let _ = write!(
         ByteWriter(out),
-        "\"{shown:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z\"",
+        "\"{shown:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z{era}\"",
         seconds / 3600,
         seconds / 60 % 60,
         seconds % 60,
@@ -442,7 +450,13 @@ mod tests {
             written(848_537_412_345_678),
             "\"2026-11-21T00:50:12.345678Z\""
         );
-        assert_eq!(written(i64::MAX), "null");
+        assert_eq!(written(i64::MAX), "\"infinity\"");
+        assert_eq!(written(i64::MIN), "\"-infinity\"");
+        // 4713-01-01 00:00:00 BC, the first instant PostgreSQL takes.
+        assert_eq!(
+            written(-211_810_204_800_000_000),
+            "\"4713-01-01T00:00:00.000000Z BC\""
+        );
     }
 
     #[test]

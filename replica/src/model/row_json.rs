@@ -8,11 +8,15 @@
 //! | REAL, FLOAT, DOUBLE      | number (or numeric text)    | real              |
 //! | BOOL                     | true / false                | 0 / 1             |
 //! | BLOB                     | a UUID's text               | its 16 bytes      |
+//! | contains JSON            | any                         | its JSON text     |
 //! | TEXT, UUID, anything else| a string                    | the string        |
 //! | any                      | null                        | NULL              |
 //!
 //! A BLOB column given a string that is no UUID stores the string as it is;
 //! a text column given another JSON value stores that value's JSON text.
+//! A JSON column (a server's json, jsonb or array) stores every value as
+//! its JSON text, a string too, so it goes up as the same JSON: a text
+//! there that is no JSON (the device wrote it) goes up as a string.
 //! Going up, a 16-byte blob is written as a UUID, any other blob as
 //! lowercase hex, and an integer as its decimal text.
 
@@ -39,6 +43,7 @@ pub(crate) fn to_sql(kind: ColumnKind, value: &JsonValue) -> Result<SqlValue, Va
             Some(Err(_)) => SqlValue::Text(value.as_str().unwrap_or_default().to_owned()),
             None => SqlValue::Text(value.to_string()),
         },
+        ColumnKind::Json => SqlValue::Text(value.to_string()),
         ColumnKind::Text => match value {
             JsonValue::String(s) => SqlValue::Text(s.clone()),
             other => SqlValue::Text(other.to_string()),
@@ -55,6 +60,8 @@ pub(crate) fn to_json(kind: ColumnKind, value: ValueRef<'_>) -> JsonValue {
         ValueRef::Real(r) => serde_json::Number::from_f64(r)
             .map(JsonValue::Number)
             .unwrap_or(JsonValue::Null),
+        ValueRef::Text(t) if kind == ColumnKind::Json => serde_json::from_slice(t)
+            .unwrap_or_else(|_| JsonValue::String(String::from_utf8_lossy(t).into_owned())),
         ValueRef::Text(t) => JsonValue::String(String::from_utf8_lossy(t).into_owned()),
         ValueRef::Blob(b) => match Uuid::from_slice(b) {
             Ok(uuid) => wire_json::uuid(&uuid),
@@ -182,6 +189,30 @@ mod tests {
         assert_eq!(stored, SqlValue::Blob(uuid.as_bytes().to_vec()));
         let back = to_json(ColumnKind::Blob, ValueRef::Blob(uuid.as_bytes()));
         assert_eq!(back, json!(U));
+    }
+
+    #[test]
+    fn a_json_column_holds_json_text_and_sends_the_json_it_holds() {
+        for value in [
+            json!(["a", null, "b\\"]),
+            json!({"ü": 1}),
+            json!("text"),
+            json!(1.5),
+        ] {
+            let stored = to_sql(ColumnKind::Json, &value).unwrap();
+            let SqlValue::Text(text) = &stored else {
+                panic!("JSON is held as text: {stored:?}");
+            };
+            assert_eq!(text, &value.to_string());
+            assert_eq!(
+                to_json(ColumnKind::Json, ValueRef::Text(text.as_bytes())),
+                value
+            );
+        }
+        assert_eq!(
+            to_json(ColumnKind::Json, ValueRef::Text(b"not json")),
+            json!("not json")
+        );
     }
 
     #[test]

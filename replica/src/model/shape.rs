@@ -21,14 +21,18 @@ pub(crate) enum ColumnKind {
     Real,
     Bool,
     Blob,
+    /// JSON text: what a server's json, jsonb or array column is, held
+    /// as SQLite's JSON functions read it.
+    Json,
     Text,
 }
 
 impl ColumnKind {
     /// Follows SQLite's own affinity rules where they apply (any type that
     /// contains INT is an integer), and adds BOOL, which SQLite stores as an
-    /// integer but JSON writes as true or false. Anything not recognised is
-    /// text, which stores whatever it is given.
+    /// integer but JSON writes as true or false, and JSON, which SQLite
+    /// stores as text but which goes up as the JSON it holds. Anything not
+    /// recognised is text, which stores whatever it is given.
     pub(crate) fn of_declared(declared: &str) -> ColumnKind {
         let upper = declared.to_ascii_uppercase();
         if upper.contains("INT") {
@@ -39,6 +43,8 @@ impl ColumnKind {
             ColumnKind::Real
         } else if upper.contains("BLOB") {
             ColumnKind::Blob
+        } else if upper.contains("JSON") {
+            ColumnKind::Json
         } else {
             ColumnKind::Text
         }
@@ -442,6 +448,8 @@ mod tests {
             ("BOOLEAN", ColumnKind::Bool),
             ("BLOB", ColumnKind::Blob),
             ("TEXT", ColumnKind::Text),
+            ("JSON", ColumnKind::Json),
+            ("jsonb", ColumnKind::Json),
             ("UUID", ColumnKind::Text),
             ("", ColumnKind::Text),
             ("NUMERIC", ColumnKind::Text),

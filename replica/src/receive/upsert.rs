@@ -554,6 +554,8 @@ impl<'r> Scanned<'r> {
                 Err(_) => text(s)?,
             }),
             (Scanned::Text(s), ColumnKind::Text) => text(s),
+            // A JSON column holds a string as its JSON text, quotes and all.
+            (Scanned::Text(_), ColumnKind::Json) => None,
         }
     }
 
