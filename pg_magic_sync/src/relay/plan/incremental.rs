@@ -48,12 +48,16 @@ const TOUCHED_HELD_LOOKED_UP: &str = "\
 /// Whether the pairs (replica, row touched) are fewer than a twentieth of
 /// the rows of sync.held. Measured on 1,000,000 held rows, looking 20,000
 /// pairs up took 0.18 s, reading sync.held whole 0.33 s; the planner, which
-/// costs a look-up as a read from disk, would read it whole.
+/// costs a look-up as a read from disk, would read it whole. Its rows are
+/// what statistics last counted or the live rows the server counts as it
+/// goes, whichever is more: a table filled since it was last analyzed (a
+/// fleet just provisioned) has no statistics yet.
 const FEW_PAIRS_TOUCHED: &str = "\
     SELECT (SELECT count(*) FROM sync_pass_touched WHERE replica IS NULL) \
            * (SELECT count(*) FROM sync_pass_current) \
            + (SELECT count(*) FROM sync_pass_touched WHERE replica IS NOT NULL) \
-         < (SELECT reltuples FROM pg_class WHERE oid = 'sync.held'::regclass) / 20";
+         < greatest((SELECT reltuples FROM pg_class WHERE oid = 'sync.held'::regclass), \
+                    pg_stat_get_live_tuples('sync.held'::regclass)) / 20";
 
 /// The same, by the planner's choice.
 const TOUCHED_HELD: &str = "\
