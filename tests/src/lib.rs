@@ -9,6 +9,7 @@
 pub mod args;
 pub mod cluster;
 pub mod figures;
+pub mod fuzz;
 pub mod nats;
 pub mod registers;
 pub mod relaying;

@@ -90,6 +90,35 @@ pub fn beyond_limits(up: &Up, bytes: usize) -> Option<String> {
     }
 }
 
+/// The first of the Up's texts that holds a NUL character, by name. No
+/// text or jsonb value of PostgreSQL holds one, so nothing such a text
+/// names can be filed, kept or answered: no replica's key or table is
+/// spelt so.
+pub fn text_holding_nul(up: &Up) -> Option<&'static str> {
+    let nul = |text: &String| text.contains('\0');
+    if nul(&up.epoch) {
+        return Some("its epoch");
+    }
+    for part in &up.tables {
+        if nul(&part.table) || part.keys.iter().chain(&part.deletes).any(nul) {
+            return Some("a part's table or key");
+        }
+    }
+    for r in &up.rejected {
+        if [&r.table, &r.key, &r.reason, &r.epoch].into_iter().any(nul) {
+            return Some("a rejection");
+        }
+    }
+    if up.digests.iter().any(|d| nul(&d.table)) {
+        return Some("a digest's table");
+    }
+    let backlog = up.backlog.iter().flat_map(|b| &b.tables);
+    if backlog.map(|t| &t.table).any(nul) {
+        return Some("a backlog's table");
+    }
+    None
+}
+
 /// An Up of the first lane (it carries the backlog, which only the first
 /// lane does) saying sequence 0 with no rejection beside it: the replica
 /// applied nothing yet.
@@ -123,6 +152,12 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     }
     if let Some(why) = beyond_limits(&up, bytes.len()) {
         return dropped(replica, &why);
+    }
+    if let Some(field) = text_holding_nul(&up) {
+        return dropped(
+            replica,
+            &format!("{field} holds a NUL character, which no PostgreSQL text holds"),
+        );
     }
     // Not while the relay worker's pass runs: it would have to start over.
     gate::pass_through();
