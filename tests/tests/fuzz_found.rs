@@ -108,3 +108,29 @@ fn an_up_whose_key_holds_a_nul_is_dropped_as_malformed_and_changes_nothing() {
         "unanswered"
     );
 }
+
+#[test]
+fn a_row_holding_a_nul_is_left_out_and_the_rest_of_its_up_filed() {
+    let mut shop = Shop::open();
+    let (a, _register, mut up) = a_register_with_receipts(&mut shop, &[7, 8]);
+    let part = up
+        .tables
+        .iter()
+        .position(|t| t.table == "receipts")
+        .unwrap();
+    let row = &mut up.tables[part].upserts[0];
+    let mut json: Value = serde_json::from_slice(row).unwrap();
+    json["sold_at"] = Value::String("2026-10-01\u{0}".to_owned());
+    *row = serde_json::to_vec(&json).unwrap();
+
+    let verdict = receive(&mut shop, a, &up).expect("answered, not an error");
+    assert_eq!(verdict["verdict"], "filed", "{verdict}");
+    let outcome = &verdict["rows"][part];
+    assert_eq!(
+        outcome["left_out"].as_array().map(Vec::len),
+        Some(1),
+        "{verdict}"
+    );
+    assert_eq!(outcome["filed"], 1, "{verdict}");
+    assert_eq!(shop.receipts().len(), 1);
+}

@@ -27,7 +27,9 @@ mod shop;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use magic_sync_replica::queue;
 use magic_sync_replica::{Replica, Settings};
+use magic_sync_tests::fuzz::replica::{self, Corpus};
 use magic_sync_tests::fuzz::{hex, Run};
 use postgres::Client;
 use serde_json::Value;
@@ -109,10 +111,27 @@ fn saying_digests() -> Settings {
     }
 }
 
+/// Takes, applies and acknowledges what waits for a register, keeping its
+/// file as it stood before each message, and the message.
+fn deliver_keeping(pg: &mut Client, register: &mut Replica, kept: &mut Corpus) {
+    while let Some((id, message)) = queue::next(pg, register).unwrap() {
+        kept.before(register, &message);
+        register
+            .receive(&message)
+            .expect("a message of the relay applies");
+        queue::ack(pg, register, &id).unwrap();
+    }
+}
+
 /// Sends up what a register has to say, keeping each Up's bytes, and takes
 /// the answers. Saying its digests every time, it always has more to say:
 /// it stops at the first Up after the rows that carries none.
-fn upload_all(pg: &mut Client, register: &mut Replica, corpus: &mut Vec<Vec<u8>>) {
+fn upload_all(
+    pg: &mut Client,
+    register: &mut Replica,
+    corpus: &mut Vec<Vec<u8>>,
+    kept: &mut Corpus,
+) {
     for sent in 0..50 {
         let Some(up) = register.next_up().unwrap() else {
             break;
@@ -125,7 +144,7 @@ fn upload_all(pg: &mut Client, register: &mut Replica, corpus: &mut Vec<Vec<u8>>
             break;
         }
     }
-    deliver(pg, register);
+    deliver_keeping(pg, register, kept);
 }
 
 /// A register writes what goes up: receipts, its battery, its footers
@@ -154,9 +173,18 @@ fn write_a_day(register: &Replica, day: u32) {
     }
 }
 
+/// What the scene leaves: the shop, register A, the Ups A and B built,
+/// and A's file before each message the relay sent it.
+struct Scene {
+    shop: Shop,
+    a: Uuid,
+    ups: Vec<Vec<u8>>,
+    downs: Corpus,
+}
+
 /// The shop with registers A, B and C (C never connects), A and B
-/// provisioned and having sent up three days' writes: the Ups they built.
-fn scene() -> (Shop, Uuid, Vec<Vec<u8>>) {
+/// provisioned and having sent up three days' writes.
+fn scene() -> Scene {
     let mut shop = Shop::open();
     shop.run(
         "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
@@ -167,13 +195,18 @@ fn scene() -> (Shop, Uuid, Vec<Vec<u8>>) {
         open_register_with(&shop.file_of(a), a, saying_digests()),
         open_register_with(&shop.file_of(b), b, saying_digests()),
     ];
-    let mut corpus = Vec::new();
+    let (mut ups, mut downs, mut bs) = (Vec::new(), Corpus::new(), Corpus::new());
     for day in 1..=3 {
         shop.relay();
         for register in registers.iter_mut() {
-            deliver(&mut shop.pg, register);
+            let kept = if register.me() == a {
+                &mut downs
+            } else {
+                &mut bs
+            };
+            deliver_keeping(&mut shop.pg, register, kept);
             write_a_day(register, day);
-            upload_all(&mut shop.pg, register, &mut corpus);
+            upload_all(&mut shop.pg, register, &mut ups, kept);
         }
         shop.run(&format!(
             "UPDATE shop.products SET price_cents = {}",
@@ -181,7 +214,12 @@ fn scene() -> (Shop, Uuid, Vec<Vec<u8>>) {
         ));
     }
     shop.pg.batch_execute(DIGESTS).unwrap();
-    (shop, a, corpus)
+    Scene {
+        shop,
+        a,
+        ups,
+        downs,
+    }
 }
 
 /// What `sync.receive` answered: a verdict by name, or an error's SQLSTATE.
@@ -304,7 +342,12 @@ fn assert_server_up(pg: &mut Client, watcher: &mut Client, at: &str) {
 #[test]
 fn sync_receive_answers_every_mutated_up_by_name_and_files_nothing_under_another_replica() {
     let run = Run::from_env(CI_CASES);
-    let (mut shop, a, corpus) = scene();
+    let Scene {
+        mut shop,
+        a,
+        ups: corpus,
+        ..
+    } = scene();
     assert!(
         corpus.len() >= 10,
         "the registers built {} Ups",
@@ -347,5 +390,23 @@ fn sync_receive_answers_every_mutated_up_by_name_and_files_nothing_under_another
             tally.get("filed").copied().unwrap_or(0) > run.cases / 4,
             "few mutated Ups were filed: {tally:?}"
         );
+    }
+}
+
+#[test]
+fn receive_answers_every_mutated_message_of_a_real_relay_by_name_and_applies_it_whole_or_not_at_all(
+) {
+    let run = Run::from_env(CI_CASES);
+    let Scene { a, downs, .. } = scene();
+    assert!(downs.states.len() >= 6, "{} messages", downs.states.len());
+    eprintln!(
+        "fuzzing the replica's receive over a real relay's messages: seed {}, {} cases",
+        run.seed, run.cases
+    );
+    let open =
+        |conn| Replica::open(conn, tables(), a, saying_digests()).expect("the replica opens");
+    let tally = replica::fuzz(&run, &downs, &open);
+    if run.only.is_none() && run.cases >= CI_CASES {
+        assert!(tally.of("applied") > 0, "none applied: {tally:?}");
     }
 }

@@ -179,6 +179,13 @@ pub fn read_row(
     let Ok(Value::Object(mut row)) = serde_json::from_slice::<Value>(bytes) else {
         return Err("a row that does not read as a JSON object".to_owned());
     };
+    if row
+        .iter()
+        .any(|(name, value)| name.contains('\0') || holds_nul(value))
+    {
+        // Neither jsonb nor text holds one: it could not even be kept.
+        return Err("a row holding a NUL character, which no PostgreSQL text holds".to_owned());
+    }
     for ((column, ty), part) in table.key_columns.iter().zip(&table.key_types).zip(&parts) {
         match row.get(column) {
             None | Some(Value::Null) => {
@@ -198,6 +205,18 @@ pub fn read_row(
         stamp_origin(&mut row, origin, sender)?;
     }
     Ok(Candidate { key, row })
+}
+
+/// Whether a JSON value holds a NUL character in any text of it.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(members) => members
+            .iter()
+            .any(|(name, value)| name.contains('\0') || holds_nul(value)),
+        _ => false,
+    }
 }
 
 /// The origin column is the sender: a row naming another replica there is
@@ -829,6 +848,18 @@ mod tests {
         .unwrap();
         assert_eq!(c.row["register_id"], json!(ME));
         assert_eq!(c.key, RECEIPT);
+    }
+
+    #[test]
+    fn a_row_holding_a_nul_anywhere_is_malformed() {
+        for held in [
+            json!({"id": RECEIPT, "total": "5\u{0}"}),
+            json!({"id": RECEIPT, "note": ["a", {"b": "\u{0}"}]}),
+            json!({"id": RECEIPT, "\u{0}": 1}),
+        ] {
+            let read = read_row(&receipts(), me(), Some(RECEIPT), &row(held.clone()));
+            assert!(read.is_err(), "{held}");
+        }
     }
 
     #[test]

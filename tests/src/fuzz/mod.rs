@@ -14,6 +14,8 @@
 //! number, so a failure names both and replays alone
 //! (`MAGIC_SYNC_FUZZ_SEED`, `MAGIC_SYNC_FUZZ_CASE`).
 
+pub mod replica;
+
 use magic_sync_proto::wire::{
     to_replica::Body, Backlog, BacklogTable, Digest, Down, DownTable, EndSnapshot, Filed,
     Rejection, ToReplica, Up, UpTable,
