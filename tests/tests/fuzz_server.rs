@@ -191,7 +191,7 @@ fn scene() -> Scene {
     );
     let (a, b) = (shop.add_register("A"), shop.add_register("B"));
     shop.add_register("C");
-    let mut registers = vec![
+    let mut registers = [
         open_register_with(&shop.file_of(a), a, saying_digests()),
         open_register_with(&shop.file_of(b), b, saying_digests()),
     ];

@@ -43,13 +43,19 @@ pub struct Corpus {
     pub messages: Vec<Vec<u8>>,
 }
 
-impl Corpus {
-    pub fn new() -> Corpus {
+impl Default for Corpus {
+    fn default() -> Corpus {
         Corpus {
             dir: tempfile::tempdir().unwrap(),
             states: Vec::new(),
             messages: Vec::new(),
         }
+    }
+}
+
+impl Corpus {
+    pub fn new() -> Corpus {
+        Corpus::default()
     }
 
     /// Keeps a copy of the replica's file as it stands, before `next` is
