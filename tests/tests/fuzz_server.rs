@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use magic_sync_replica::queue;
 use magic_sync_replica::{Replica, Settings};
 use magic_sync_tests::fuzz::replica::{self, Corpus};
-use magic_sync_tests::fuzz::{hex, Run};
+use magic_sync_tests::fuzz::{hex, known_keys, Run};
 use postgres::Client;
 use serde_json::Value;
 use shop::*;
@@ -353,6 +353,7 @@ fn sync_receive_answers_every_mutated_up_by_name_and_files_nothing_under_another
         "the registers built {} Ups",
         corpus.len()
     );
+    let known = known_keys(&[], &corpus);
     let mut watcher = shop.cluster.connect("shop");
     eprintln!(
         "fuzzing sync.receive: seed {}, {} cases, {} Ups to start from",
@@ -365,7 +366,7 @@ fn sync_receive_answers_every_mutated_up_by_name_and_files_nothing_under_another
     let mut before = digests(&mut shop.pg, a);
     for case in run.numbers_with_those_before() {
         let at = run.replay(case);
-        let mut mutator = run.mutator(case);
+        let mut mutator = run.mutator(case).knowing(&known);
         let base = mutator.pick(&corpus).clone();
         let bytes = mutator.up(&base, &corpus);
         let (names, after) = run_case(&mut shop.pg, a, &before, &bytes, &at);

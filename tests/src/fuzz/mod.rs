@@ -157,13 +157,23 @@ fn wrong_value(m: &mut Mutator) -> Value {
 /// The source of one case's changes.
 pub struct Mutator {
     rng: StdRng,
+    /// Keys the corpus names (another row's, another table's, another
+    /// replica's), for a key to be swapped for.
+    known: Vec<String>,
 }
 
 impl Mutator {
     pub fn new(seed: u64) -> Mutator {
         Mutator {
             rng: StdRng::seed_from_u64(seed),
+            known: Vec::new(),
         }
+    }
+
+    /// The mutator, swapping keys for these at times as well.
+    pub fn knowing(mut self, keys: &[String]) -> Mutator {
+        self.known = keys.to_vec();
+        self
     }
 
     /// A number in 0..n.
@@ -497,10 +507,12 @@ impl Mutator {
                 self.change_up_table(&mut up.tables[i]);
             }
             18 => {
+                // Of the message the Up says it applied, as a real one is.
                 let fresh = Rejection {
                     table: "products".to_owned(),
                     key: KEYS[5].to_owned(),
-                    sequence: 1,
+                    epoch: up.epoch.clone(),
+                    sequence: up.sequence,
                     ..Rejection::default()
                 };
                 self.list(&mut up.rejected, fresh);
@@ -638,7 +650,9 @@ impl Mutator {
     }
 
     fn key(&mut self, key: &mut String) {
-        if self.chance(0.6) {
+        if !self.known.is_empty() && self.chance(0.4) {
+            *key = self.pick(&self.known.clone()).clone();
+        } else if self.chance(0.6) {
             *key = KEYS[self.below(KEYS.len() as u64) as usize].to_owned();
         } else {
             self.text(key);
@@ -757,6 +771,27 @@ fn varint(bytes: &mut Vec<u8>, mut n: u64) {
         n >>= 7;
     }
     bytes.push(n as u8);
+}
+
+/// Every key the messages of a corpus name, rows' and deletes' alike.
+pub fn known_keys(to_replica: &[Vec<u8>], ups: &[Vec<u8>]) -> Vec<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for message in to_replica
+        .iter()
+        .filter_map(|b| ToReplica::decode(b.as_slice()).ok())
+    {
+        if let Some(Body::Down(down)) = message.body {
+            for part in down.tables {
+                keys.extend(part.keys.into_iter().chain(part.deletes));
+            }
+        }
+    }
+    for up in ups.iter().filter_map(|b| Up::decode(b.as_slice()).ok()) {
+        for part in up.tables {
+            keys.extend(part.keys.into_iter().chain(part.deletes));
+        }
+    }
+    keys.into_iter().collect()
 }
 
 /// The bytes as hex, for a failure's message.

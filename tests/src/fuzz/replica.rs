@@ -118,6 +118,7 @@ fn open_on(state: &State, open: &dyn Fn(Connection) -> Replica) -> Scene {
 /// `open` on each state in turn; answers what the answers were.
 pub fn fuzz(run: &Run, corpus: &Corpus, open: &dyn Fn(Connection) -> Replica) -> Tally {
     let cases = malformed_cases();
+    let known = super::known_keys(&corpus.messages, &[]);
     let started = Instant::now();
     let mut tally = Tally::default();
     let mut scene: Option<(usize, Scene)> = None;
@@ -128,7 +129,10 @@ pub fn fuzz(run: &Run, corpus: &Corpus, open: &dyn Fn(Connection) -> Replica) ->
         if !matches!(&scene, Some((i, s)) if *i == index && s.untouched) {
             scene = Some((index, open_on(state, open)));
         }
-        let bytes = run.mutator(case).to_replica(&state.next, &corpus.messages);
+        let bytes = run
+            .mutator(case)
+            .knowing(&known)
+            .to_replica(&state.next, &corpus.messages);
         let (_, s) = scene.as_mut().unwrap();
         tally.count(run_case(&cases, s, &bytes, &at));
         if case % 10_000 == 9_999 {
