@@ -6,7 +6,7 @@ mod common;
 #[path = "common/filing_shop.rs"]
 mod shop;
 
-use magic_sync_replica::proto::wire::Up;
+use magic_sync_replica::proto::wire::{Rejection, Up};
 use magic_sync_replica::Replica;
 use prost::Message;
 use serde_json::Value;
@@ -86,15 +86,41 @@ fn a_row_kept_in_one_part_and_filed_in_a_later_one_is_no_longer_kept() {
 }
 
 #[test]
-fn an_up_whose_key_holds_a_nul_is_dropped_as_malformed_and_changes_nothing() {
+fn a_key_holding_a_nul_is_left_out_and_the_rest_of_its_up_filed() {
     let mut shop = Shop::open();
-    let (a, _register, mut up) = a_register_with_receipts(&mut shop, &[7]);
+    let (a, _register, mut up) = a_register_with_receipts(&mut shop, &[7, 8]);
     let part = up
         .tables
         .iter()
         .position(|t| t.table == "receipts")
         .unwrap();
     up.tables[part].keys[0].push('\0');
+
+    let verdict = receive(&mut shop, a, &up).expect("answered, not an error");
+    assert_eq!(verdict["verdict"], "filed", "{verdict}");
+    let outcome = &verdict["rows"][part];
+    assert_eq!(
+        outcome["left_out"].as_array().map(Vec::len),
+        Some(1),
+        "{verdict}"
+    );
+    assert_eq!(outcome["filed"], 1, "{verdict}");
+    assert_eq!(shop.receipts().len(), 1);
+    assert!(verdict["answered"].is_array(), "answered: {verdict}");
+}
+
+#[test]
+fn an_up_whose_rejection_holds_a_nul_is_dropped_as_malformed_and_changes_nothing() {
+    let mut shop = Shop::open();
+    let (a, _register, mut up) = a_register_with_receipts(&mut shop, &[7]);
+    up.rejected.push(Rejection {
+        table: "products".to_owned(),
+        key: Uuid::new_v4().to_string(),
+        reason: "refused\0".to_owned(),
+        epoch: up.epoch.clone(),
+        sequence: up.sequence,
+        held_back: false,
+    });
     let inbox = shop.count("SELECT count(*) FROM sync.inbox");
     let outbox = shop.count("SELECT count(*) FROM sync.outbox");
 

@@ -90,19 +90,16 @@ pub fn beyond_limits(up: &Up, bytes: usize) -> Option<String> {
     }
 }
 
-/// The first of the Up's texts that holds a NUL character, by name. No
-/// text or jsonb value of PostgreSQL holds one, so nothing such a text
-/// names can be filed, kept or answered: no replica's key or table is
-/// spelt so.
+/// The first of the Up's texts about the replica that holds a NUL
+/// character, by name. No text or jsonb value of PostgreSQL holds one, and
+/// a replica writes these from what the server sent it or from its
+/// declarations, which hold none: such an Up is no replica's. (A key of a
+/// row the replica wrote may hold one: that row alone is left out, in
+/// rows.rs.)
 pub fn text_holding_nul(up: &Up) -> Option<&'static str> {
     let nul = |text: &String| text.contains('\0');
     if nul(&up.epoch) {
         return Some("its epoch");
-    }
-    for part in &up.tables {
-        if nul(&part.table) || part.keys.iter().chain(&part.deletes).any(nul) {
-            return Some("a part's table or key");
-        }
     }
     for r in &up.rejected {
         if [&r.table, &r.key, &r.reason, &r.epoch].into_iter().any(nul) {
@@ -117,6 +114,29 @@ pub fn text_holding_nul(up: &Up) -> Option<&'static str> {
         return Some("a backlog's table");
     }
     None
+}
+
+/// The verdict with every NUL character of the texts it gives back (a key
+/// or a table's name left out) shown as U+FFFD: jsonb holds none.
+fn printable(verdict: Value) -> Value {
+    let text = |t: String| {
+        if t.contains('\0') {
+            t.replace('\0', "\u{FFFD}")
+        } else {
+            t
+        }
+    };
+    match verdict {
+        Value::String(t) => Value::String(text(t)),
+        Value::Array(items) => Value::Array(items.into_iter().map(printable).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .into_iter()
+                .map(|(name, value)| (text(name), printable(value)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// An Up of the first lane (it carries the backlog, which only the first
@@ -243,7 +263,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     if !answered.is_empty() {
         verdict["answered"] = json!(answered);
     }
-    verdict
+    printable(verdict)
 }
 
 /// What the replica had applied when it sent this Up's deletes: what it

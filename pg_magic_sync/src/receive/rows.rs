@@ -173,6 +173,9 @@ pub fn read_row(
     bytes: &[u8],
 ) -> Result<Candidate, String> {
     let key = key.ok_or("no key beside it")?;
+    if key.contains('\0') {
+        return Err(NUL_KEY.to_owned());
+    }
     let parts = key::parse(key, &table.key_types)
         .map_err(|e| format!("a key that is not the table's: {e}"))?;
     let key = key::join(&parts);
@@ -206,6 +209,10 @@ pub fn read_row(
     }
     Ok(Candidate { key, row })
 }
+
+/// Why a key holding a NUL is left out: the server's table could never
+/// hold the row (a device's text key may hold one).
+const NUL_KEY: &str = "a key holding a NUL character, which no PostgreSQL text holds";
 
 /// Whether a JSON value holds a NUL character in any text of it.
 fn holds_nul(value: &Value) -> bool {
@@ -301,6 +308,13 @@ pub fn read_part<'t>(
     }
     let mut seen = BTreeSet::new();
     for text in &part.deletes {
+        if text.contains('\0') {
+            read.left_out.push(LeftOut {
+                key: text.clone(),
+                why: NUL_KEY.to_owned(),
+            });
+            continue;
+        }
         match key::canonical(text, &table.key_types) {
             Ok(key) => {
                 if seen.insert(key.clone()) {
