@@ -139,7 +139,8 @@ pub fn fuzz(run: &Run, corpus: &Corpus, open: &dyn Fn(Connection) -> Replica) ->
             eprintln!("{} cases, {:?}", case + 1, started.elapsed());
         }
     }
-    eprintln!("{} cases in {:?}:", run.cases, started.elapsed());
+    let ran: u64 = tally.0.values().sum();
+    eprintln!("{ran} cases in {:?}:", started.elapsed());
     for (name, n) in &tally.0 {
         eprintln!("  {n:>8}  {name}");
     }
