@@ -4,11 +4,13 @@
 //! library's, features `pg-queue` and `nats`.) For the benchmarks of the
 //! relay worker: the shop with its worker running over a transport
 //! (`worker_shop`), and registers running the device loop that stamp
-//! their commits (`registers`).
+//! their commits (`registers`). For fuzzing both receives: the mutation
+//! engine and the replica's half of the harness (`fuzz`).
 
 pub mod args;
 pub mod cluster;
 pub mod figures;
+pub mod fuzz;
 pub mod nats;
 pub mod registers;
 pub mod relaying;

@@ -65,17 +65,17 @@ pub enum From {
 }
 
 /// Records what became of an upload's parts: what was done with drops what
-/// the inbox kept of it; what was kept or waits replaces it.
+/// the inbox kept of it; what was kept or waits replaces it. A row named
+/// twice (two parts of one table, a key given twice) is recorded as the
+/// later naming left it, once: the inbox keeps one entry per row.
 pub fn record(replica: Uuid, outcomes: &[Outcome], from: From, inbox_had_any: bool) {
+    let fates = last_fates(outcomes);
     if inbox_had_any {
-        let mut tables = Vec::new();
-        let mut keys = Vec::new();
-        for outcome in outcomes {
-            for key in &outcome.done {
-                tables.push(outcome.table.clone());
-                keys.push(key.clone());
-            }
-        }
+        let (tables, keys): (Vec<String>, Vec<String>) = fates
+            .iter()
+            .filter(|(_, fate)| matches!(fate, Fate::Done))
+            .map(|((table, key), _)| ((*table).to_owned(), (*key).to_owned()))
+            .unzip();
         if !keys.is_empty() {
             spi::run_with(
                 DROP_DONE,
@@ -84,24 +84,25 @@ pub fn record(replica: Uuid, outcomes: &[Outcome], from: From, inbox_had_any: bo
         }
     }
     let mut k = KeepRows::default();
-    for outcome in outcomes {
-        for (kept, waiting) in outcome
-            .kept
-            .iter()
-            .map(|k| (k, false))
-            .chain(outcome.waiting.iter().map(|k| (k, true)))
-        {
-            k.table.push(outcome.table.clone());
-            k.key.push(kept.key.clone());
-            k.op.push(if kept.row.is_some() { "u" } else { "d" }.to_owned());
-            k.row
-                .push(kept.row.clone().map(|r| pgrx::JsonB(Value::Object(r))));
-            k.restated.push(outcome.restated);
-            k.applied_epoch.push(outcome.applied.map(|(e, _)| to_pg(e)));
-            k.applied_sequence.push(outcome.applied.map(|(_, s)| s));
-            k.reason.push(kept.reason.clone());
-            k.waiting.push(waiting);
-        }
+    for ((table, _), fate) in &fates {
+        let Fate::Keep {
+            outcome,
+            kept,
+            waiting,
+        } = fate
+        else {
+            continue;
+        };
+        k.table.push((*table).to_owned());
+        k.key.push(kept.key.clone());
+        k.op.push(if kept.row.is_some() { "u" } else { "d" }.to_owned());
+        k.row
+            .push(kept.row.clone().map(|r| pgrx::JsonB(Value::Object(r))));
+        k.restated.push(outcome.restated);
+        k.applied_epoch.push(outcome.applied.map(|(e, _)| to_pg(e)));
+        k.applied_sequence.push(outcome.applied.map(|(_, s)| s));
+        k.reason.push(kept.reason.clone());
+        k.waiting.push(*waiting);
     }
     if k.key.is_empty() {
         return;
@@ -123,6 +124,39 @@ pub fn record(replica: Uuid, outcomes: &[Outcome], from: From, inbox_had_any: bo
             f64::from(settings::RETRY_EVERY.get()).into(),
         ],
     );
+}
+
+/// What an upload's parts left of a row in the end.
+enum Fate<'o> {
+    Done,
+    Keep {
+        outcome: &'o Outcome,
+        kept: &'o rows::Kept,
+        waiting: bool,
+    },
+}
+
+/// Each row's last fate, by (table, key), the parts read in order: one
+/// statement may not write an inbox entry twice, and the later naming of
+/// a row is the one that stands.
+fn last_fates(outcomes: &[Outcome]) -> BTreeMap<(&str, &str), Fate<'_>> {
+    let mut fates = BTreeMap::new();
+    for outcome in outcomes {
+        let table = outcome.table.as_str();
+        for key in &outcome.done {
+            fates.insert((table, key.as_str()), Fate::Done);
+        }
+        let kept = outcome.kept.iter().map(|k| (k, false));
+        for (kept, waiting) in kept.chain(outcome.waiting.iter().map(|k| (k, true))) {
+            let fate = Fate::Keep {
+                outcome,
+                kept,
+                waiting,
+            };
+            fates.insert((table, kept.key.as_str()), fate);
+        }
+    }
+    fates
 }
 
 #[derive(Default)]

@@ -115,6 +115,55 @@ pub fn unanswerable(up: &Up) -> Option<String> {
     }
 }
 
+/// The first of the Up's texts about the replica that holds a NUL
+/// character, by name. No text or jsonb value of PostgreSQL holds one, and
+/// a replica writes these from what the server sent it or from its
+/// declarations, which hold none: such an Up is no replica's. (A key of a
+/// row the replica wrote may hold one: that row alone is left out, in
+/// rows.rs.)
+pub fn text_holding_nul(up: &Up) -> Option<&'static str> {
+    let nul = |text: &String| text.contains('\0');
+    if nul(&up.epoch) {
+        return Some("its epoch");
+    }
+    for r in &up.rejected {
+        if [&r.table, &r.key, &r.reason, &r.epoch].into_iter().any(nul) {
+            return Some("a rejection");
+        }
+    }
+    if up.digests.iter().any(|d| nul(&d.table)) {
+        return Some("a digest's table");
+    }
+    let backlog = up.backlog.iter().flat_map(|b| &b.tables);
+    if backlog.map(|t| &t.table).any(nul) {
+        return Some("a backlog's table");
+    }
+    None
+}
+
+/// The verdict with every NUL character of the texts it gives back (a key
+/// or a table's name left out) shown as U+FFFD: jsonb holds none.
+fn printable(verdict: Value) -> Value {
+    let text = |t: String| {
+        if t.contains('\0') {
+            t.replace('\0', "\u{FFFD}")
+        } else {
+            t
+        }
+    };
+    match verdict {
+        Value::String(t) => Value::String(text(t)),
+        Value::Array(items) => Value::Array(items.into_iter().map(printable).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .into_iter()
+                .map(|(name, value)| (text(name), printable(value)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// An Up of the first lane (it carries the backlog, which only the first
 /// lane does) saying sequence 0 with no rejection beside it: the replica
 /// applied nothing yet.
@@ -148,6 +197,12 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     }
     if let Some(why) = beyond_limits(&up, bytes.len()).or_else(|| unanswerable(&up)) {
         return dropped(replica, &why);
+    }
+    if let Some(field) = text_holding_nul(&up) {
+        return dropped(
+            replica,
+            &format!("{field} holds a NUL character, which no PostgreSQL text holds"),
+        );
     }
     // Not while the relay worker's pass runs: it would have to start over.
     gate::pass_through();
@@ -239,7 +294,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     if !answered.is_empty() {
         verdict["answered"] = json!(answered);
     }
-    verdict
+    printable(verdict)
 }
 
 /// What the replica had applied when it sent this Up's deletes: what it

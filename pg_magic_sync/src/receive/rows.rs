@@ -173,12 +173,22 @@ pub fn read_row(
     bytes: &[u8],
 ) -> Result<Candidate, String> {
     let key = key.ok_or("no key beside it")?;
+    if key.contains('\0') {
+        return Err(NUL_KEY.to_owned());
+    }
     let parts = key::parse(key, &table.key_types)
         .map_err(|e| format!("a key that is not the table's: {e}"))?;
     let key = key::join(&parts);
     let Ok(Value::Object(mut row)) = serde_json::from_slice::<Value>(bytes) else {
         return Err("a row that does not read as a JSON object".to_owned());
     };
+    if row
+        .iter()
+        .any(|(name, value)| name.contains('\0') || holds_nul(value))
+    {
+        // Neither jsonb nor text holds one: it could not even be kept.
+        return Err("a row holding a NUL character, which no PostgreSQL text holds".to_owned());
+    }
     for ((column, ty), part) in table.key_columns.iter().zip(&table.key_types).zip(&parts) {
         match row.get(column) {
             None | Some(Value::Null) => {
@@ -198,6 +208,22 @@ pub fn read_row(
         stamp_origin(&mut row, origin, sender)?;
     }
     Ok(Candidate { key, row })
+}
+
+/// Why a key holding a NUL is left out: the server's table could never
+/// hold the row (a device's text key may hold one).
+const NUL_KEY: &str = "a key holding a NUL character, which no PostgreSQL text holds";
+
+/// Whether a JSON value holds a NUL character in any text of it.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(members) => members
+            .iter()
+            .any(|(name, value)| name.contains('\0') || holds_nul(value)),
+        _ => false,
+    }
 }
 
 /// The origin column is the sender: a row naming another replica there is
@@ -282,6 +308,13 @@ pub fn read_part<'t>(
     }
     let mut seen = BTreeSet::new();
     for text in &part.deletes {
+        if text.contains('\0') {
+            read.left_out.push(LeftOut {
+                key: text.clone(),
+                why: NUL_KEY.to_owned(),
+            });
+            continue;
+        }
         match key::canonical(text, &table.key_types) {
             Ok(key) => {
                 if seen.insert(key.clone()) {
@@ -828,6 +861,18 @@ mod tests {
         .unwrap();
         assert_eq!(c.row["register_id"], json!(ME));
         assert_eq!(c.key, RECEIPT);
+    }
+
+    #[test]
+    fn a_row_holding_a_nul_anywhere_is_malformed() {
+        for held in [
+            json!({"id": RECEIPT, "total": "5\u{0}"}),
+            json!({"id": RECEIPT, "note": ["a", {"b": "\u{0}"}]}),
+            json!({"id": RECEIPT, "\u{0}": 1}),
+        ] {
+            let read = read_row(&receipts(), me(), Some(RECEIPT), &row(held.clone()));
+            assert!(read.is_err(), "{held}");
+        }
     }
 
     #[test]

@@ -129,7 +129,8 @@ fn fill(pg: &mut Client, layout: &Layout, replicas: i64) {
     pg.execute(BRANDS, &[&l.brands]).unwrap();
     pg.execute(PRODUCTS, &[&l.brands, &l.products]).unwrap();
     pg.execute(NUTRITION, &[&l.products]).unwrap();
-    pg.execute(ORDERS, &[&l.products, &l.orders, &replicas]).unwrap();
+    pg.execute(ORDERS, &[&l.products, &l.orders, &replicas])
+        .unwrap();
     pg.execute(REGISTERS, &[&replicas]).unwrap();
     drain(pg);
     vacuum(pg, "VACUUM (TRUNCATE) sync.notes");
