@@ -37,8 +37,9 @@ pub fn answer(replica: Uuid, uploads: &[u64]) -> Vec<u64> {
     numbers
 }
 
+/// (An Up may name a number twice: once each.)
 const REMEMBER: &str = "\
-    INSERT INTO sync.answered (replica, number) SELECT $1, unnest($2::bigint[]) \
+    INSERT INTO sync.answered (replica, number) SELECT DISTINCT $1::uuid, n FROM unnest($2::bigint[]) AS n \
     ON CONFLICT (replica, number) DO UPDATE SET answered_at = now()";
 
 /// Forgets the replica's numbers answered over an hour ago: a transport

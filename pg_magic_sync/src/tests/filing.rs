@@ -574,4 +574,17 @@ mod tests {
             Some(true)
         );
     }
+
+    #[pg_test]
+    fn an_up_naming_one_upload_number_twice_is_answered_and_known_again() {
+        run(SHOP);
+        held("register_state", TILL, 9);
+        let up = Up {
+            tables: vec![edit(50)],
+            uploads: vec![31, 31],
+            ..applied(10)
+        };
+        assert_eq!(receive(&up)["answered"], json!([31, 31]));
+        assert_eq!(receive(&up)["verdict"], "redelivered");
+    }
 }
