@@ -48,6 +48,7 @@ use crate::error::Error;
 use crate::receive::standing::Standing;
 use crate::relay::gate;
 use crate::settings;
+use crate::spi;
 
 fn dropped(replica: Uuid, why: &str) -> Value {
     pgrx::log!("magic_sync: an Up from {replica} dropped as malformed: {why}");
@@ -204,6 +205,11 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
             &format!("{field} holds a NUL character, which no PostgreSQL text holds"),
         );
     }
+    // A replica forgets what it uploaded once it sees the answer: the answer
+    // (written in this transaction) must not be seen before the filing is
+    // safe from a crash, whatever the server's synchronous_commit. With it
+    // off, a crash after the answer was taken lost receipts for good.
+    spi::run("SELECT set_config('synchronous_commit', 'on', true)");
     // Not while the relay worker's pass runs: it would have to start over.
     gate::pass_through();
     let Some(mut sender) = senders::recognise(replica, caller) else {

@@ -91,6 +91,10 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     spi::run(
         "SELECT set_config('jit', 'off', true), set_config('default_statistics_target', '10', true)",
     );
+    // What a pass records is sent once it commits: a replica that applied a
+    // message the server then lost in a crash (synchronous_commit off) would
+    // find the server gone back, and every replica provisioned again.
+    spi::run("SELECT set_config('synchronous_commit', 'on', true)");
     scratch::begin();
     let epoch = epochs::current();
     let observed = observe::observe_replicas(declarations.replicas.as_ref());

@@ -75,6 +75,9 @@ fn main() {
         match queue::run_once(&mut pg, &mut replica) {
             Ok((received, sent)) if until_idle && received.is_empty() && sent.is_empty() => return,
             Ok(_) => {}
+            // The server restarted (after a crash): this connection is
+            // gone; whoever runs the register starts it again.
+            Err(_) if pg.is_closed() => std::process::exit(1),
             Err(e) => eprintln!("crash_register: {e}"),
         }
     }
