@@ -96,10 +96,54 @@ fn assert_whole(file: &std::path::Path, round: usize) {
     );
 }
 
-fn ids(conn_rows: Vec<Uuid>) -> Vec<Uuid> {
-    let mut rows = conn_rows;
+/// The products a register holds: (id, price), by id.
+fn prices_held(conn: &Connection) -> Vec<(Vec<u8>, i64)> {
+    conn.prepare("SELECT id, price_cents FROM products ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The server's products as a register holds them: (id, price), by id.
+fn prices_on_server(pg: &mut postgres::Client) -> Vec<(Vec<u8>, i64)> {
+    let mut rows: Vec<(Vec<u8>, i64)> = pg
+        .query("SELECT id, price_cents FROM shop.products", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, Uuid>(0).as_bytes().to_vec(), r.get(1)))
+        .collect();
     rows.sort();
     rows
+}
+
+/// The receipts a register wrote, sorted.
+fn receipts_written(conn: &Connection) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = conn
+        .prepare("SELECT id FROM receipts")
+        .unwrap()
+        .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        .unwrap()
+        .map(|b| Uuid::from_slice(&b.unwrap()).unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The receipts the server filed of a register, sorted.
+fn receipts_filed(pg: &mut postgres::Client, register: Uuid) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = pg
+        .query(
+            "SELECT id FROM shop.receipts WHERE register_id = $1",
+            &[&register],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    ids.sort();
+    ids
 }
 
 #[test]
@@ -140,45 +184,16 @@ fn a_register_killed_again_and_again_is_never_corrupt_nor_half_applied_and_conve
         pg.batch_execute("CALL sync.relay()").unwrap();
     }
     let conn = Connection::open(&file).unwrap();
-    let held: Vec<(Vec<u8>, i64)> = conn
-        .prepare("SELECT id, price_cents FROM products ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut servers: Vec<(Vec<u8>, i64)> = pg
-        .query("SELECT id, price_cents FROM shop.products", &[])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get::<_, Uuid>(0).as_bytes().to_vec(), r.get(1)))
-        .collect();
-    servers.sort();
     assert_eq!(
-        held, servers,
+        prices_held(&conn),
+        prices_on_server(&mut pg),
         "seed {seed}: the register holds the server's products"
     );
-
-    let written: Vec<Uuid> = conn
-        .prepare("SELECT id FROM receipts")
-        .unwrap()
-        .query_map([], |r| r.get::<_, Vec<u8>>(0))
-        .unwrap()
-        .map(|b| Uuid::from_slice(&b.unwrap()).unwrap())
-        .collect();
-    let filed: Vec<Uuid> = pg
-        .query(
-            "SELECT id FROM shop.receipts WHERE register_id = $1",
-            &[&id],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let written = receipts_written(&conn);
     assert!(!written.is_empty());
     assert_eq!(
-        ids(filed),
-        ids(written),
+        receipts_filed(&mut pg, id),
+        written,
         "seed {seed}: every receipt filed, once"
     );
     let waiting: i64 = conn
@@ -307,61 +322,20 @@ fn the_relay_worker_and_a_backend_filing_killed_again_and_again_lose_nothing() {
     // Left to run (the worker relaying again), it catches up: every price
     // as the server has it, every receipt filed once.
     let mut pg = connect_when_up(&cluster);
-    let servers = |pg: &mut postgres::Client| -> Vec<(Vec<u8>, i64)> {
-        let mut rows: Vec<(Vec<u8>, i64)> = pg
-            .query("SELECT id, price_cents FROM shop.products", &[])
-            .unwrap()
-            .iter()
-            .map(|r| (r.get::<_, Uuid>(0).as_bytes().to_vec(), r.get(1)))
-            .collect();
-        rows.sort();
-        rows
-    };
     let mut converged = false;
     for _ in 0..60 {
         let status = register(&url, &file, id, true).wait().unwrap();
         let conn = Connection::open(&file).unwrap();
-        let held: Vec<(Vec<u8>, i64)> = conn
-            .prepare("SELECT id, price_cents FROM products ORDER BY id")
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let written: Vec<Uuid> = conn
-            .prepare("SELECT id FROM receipts")
-            .unwrap()
-            .query_map([], |r| r.get::<_, Vec<u8>>(0))
-            .unwrap()
-            .map(|b| Uuid::from_slice(&b.unwrap()).unwrap())
-            .collect();
-        let filed: Vec<Uuid> = pg
-            .query(
-                "SELECT id FROM shop.receipts WHERE register_id = $1",
-                &[&id],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let theirs = servers(&mut pg);
-        if status.success() && held == theirs && ids(filed.clone()) == ids(written.clone()) {
+        let held = prices_held(&conn);
+        let written = receipts_written(&conn);
+        let filed = receipts_filed(&mut pg, id);
+        let theirs = prices_on_server(&mut pg);
+        if status.success() && held == theirs && filed == written {
             converged = true;
             break;
         }
-        let diag: (i64, i64, i64, i64) = {
-            let r = pg
-                .query_one(
-                    "SELECT (SELECT count(*) FROM sync.notes), (SELECT count(*) FROM sync.outbox), \
-                     (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'), \
-                     (SELECT count(*) FROM sync.inbox)",
-                    &[],
-                )
-                .unwrap();
-            (r.get(0), r.get(1), r.get(2), r.get(3))
-        };
         eprintln!(
-            "not yet: status {status:?}, held {} same prices {}, written {} filed {}, notes/outbox/worker/inbox {diag:?}",
+            "not yet: status {status:?}, {} products (same prices: {}), {} receipts written, {} filed",
             held.len(),
             held == theirs,
             written.len(),

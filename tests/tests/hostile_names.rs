@@ -343,6 +343,14 @@ impl HostileShop {
             .get(0)
     }
 
+    /// `sync.explain` of one row on one replica.
+    fn explain(&mut self, replica: Uuid, table: &str, key: &str) -> Value {
+        self.pg
+            .query_one("SELECT sync.explain($1, $2, $3)", &[&replica, &table, &key])
+            .unwrap_or_else(|e| panic!("sync.explain({replica}, {table}, {key}): {e}"))
+            .get(0)
+    }
+
     fn text(&mut self, sql: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> String {
         self.pg
             .query_one(sql, params)
@@ -624,14 +632,7 @@ fn refusals_and_kept_uploads_are_named_as_declared(
     assert_eq!(kept_back[0]["key"], kept.to_string(), "{health:#}");
     assert_eq!(kept_back[0]["remedy"], "fix", "{health:#}");
     let a = registers[0].me();
-    let explained: Value = shop
-        .pg
-        .query_one(
-            "SELECT sync.explain($1, $2, $3)",
-            &[&a, &PRODUCTS, &refused.to_string()],
-        )
-        .unwrap()
-        .get(0);
+    let explained: Value = shop.explain(a, PRODUCTS, &refused.to_string());
     assert_eq!(explained["table"], PRODUCTS, "{explained}");
     // The fix deployed, the receipt kept is filed, once.
     shop.run(&format!(
@@ -700,11 +701,7 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
     let places = row["places"].as_array().unwrap();
     assert_eq!(places.len(), 2, "{row}");
     assert!(places.iter().all(|p| p["state"] == "holds"), "{row}");
-    let explained: Value = shop
-        .pg
-        .query_one("SELECT sync.explain($1, $2, $3)", &[&a, &PRODUCTS, &tea])
-        .unwrap()
-        .get(0);
+    let explained: Value = shop.explain(a, PRODUCTS, &tea);
     assert_eq!(explained["table"], PRODUCTS, "{explained}");
     assert_eq!(explained["state"], "holds", "{explained}");
     let customer = shop.text(
@@ -715,14 +712,7 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
         ),
         &[],
     );
-    let explained: Value = shop
-        .pg
-        .query_one(
-            "SELECT sync.explain($1, $2, $3)",
-            &[&a, &CUSTOMERS, &customer],
-        )
-        .unwrap()
-        .get(0);
+    let explained: Value = shop.explain(a, CUSTOMERS, &customer);
     assert_eq!(explained["table"], CUSTOMERS, "{explained}");
     assert_eq!(explained["should"], true, "{explained}");
     let unlisted = shop.text(
@@ -733,14 +723,7 @@ fn every_status_read_names_the_tables_as_declared(shop: &mut HostileShop, a: Uui
         ),
         &[],
     );
-    let explained: Value = shop
-        .pg
-        .query_one(
-            "SELECT sync.explain($1, $2, $3)",
-            &[&a, &CUSTOMERS, &unlisted],
-        )
-        .unwrap()
-        .get(0);
+    let explained: Value = shop.explain(a, CUSTOMERS, &unlisted);
     assert_eq!(explained["table"], CUSTOMERS, "{explained}");
     assert_eq!(explained["should"], false, "in no list: {explained}");
     let synced = shop.json("SELECT sync.listing(NULL, 'synced')");
@@ -1416,14 +1399,7 @@ fn partitions_an_active_view_and_a_name_of_its_own_fight_back_too() {
         .unwrap()
         .get(0);
     assert_eq!(row["table"], SHOWN_AS, "{row}");
-    let explained: Value = shop
-        .pg
-        .query_one(
-            "SELECT sync.explain($1, $2, $3)",
-            &[&first, &SHOWN_AS, &item],
-        )
-        .unwrap()
-        .get(0);
+    let explained: Value = shop.explain(first, SHOWN_AS, &item);
     assert_eq!(explained["state"], "holds", "{explained}");
     let retired = shop.text(
         &format!(
@@ -1434,14 +1410,7 @@ fn partitions_an_active_view_and_a_name_of_its_own_fight_back_too() {
         ),
         &[],
     );
-    let explained: Value = shop
-        .pg
-        .query_one(
-            "SELECT sync.explain($1, $2, $3)",
-            &[&first, &SHOWN_AS, &retired],
-        )
-        .unwrap()
-        .get(0);
+    let explained: Value = shop.explain(first, SHOWN_AS, &retired);
     assert_eq!(
         explained["should"], false,
         "outside the active view: {explained}"
