@@ -20,23 +20,9 @@ SELECT sync.declare_table('shop.counters', mirror => 'setting', origin => 'regis
 INSERT INTO shop.registers (id) VALUES ('00000000-0000-0000-0000-00000000000a'),
                                        ('00000000-0000-0000-0000-00000000000b');
 
--- A few lines of protobuf, to write Up messages by hand: a varint, a field
--- of a varint, a field of bytes.
-CREATE FUNCTION pg_temp.varint(n bigint) RETURNS bytea LANGUAGE plpgsql AS $$
-DECLARE out bytea := '\x';
-BEGIN
-    LOOP
-        IF n < 128 THEN RETURN out || set_byte('\x00', 0, n::int); END IF;
-        out := out || set_byte('\x00', 0, (n % 128)::int + 128);
-        n := n / 128;
-    END LOOP;
-END $$;
-CREATE FUNCTION pg_temp.number(field int, n bigint) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.varint(field * 8) || pg_temp.varint(n) $$;
-CREATE FUNCTION pg_temp.bytes(field int, b bytea) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.varint(field * 8 + 2) || pg_temp.varint(length(b)) || b $$;
-CREATE FUNCTION pg_temp.text(field int, t text) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.bytes(field, convert_to(t, 'UTF8')) $$;
+-- A few lines of protobuf, to write Up messages by hand (helpers/).
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/helpers/protobuf.sql
 -- A part of an Up: a table, its rows (a jsonb array of objects) with a key
 -- beside each, its deletes, and whether it is re-stated.
 CREATE FUNCTION pg_temp.part(name text, rows jsonb, keys text[], deletes text[] DEFAULT '{}',

@@ -91,23 +91,10 @@ BEGIN
 END $$;
 SELECT sync.declare_senders(filing => 'shop.file_as');
 
--- Up messages written by hand (as in the filing case): a varint, a field
--- of a varint, a field of bytes; a part of receipts; an Up of protocol 1.
-CREATE FUNCTION pg_temp.varint(n bigint) RETURNS bytea LANGUAGE plpgsql AS $$
-DECLARE out bytea := '\x';
-BEGIN
-    LOOP
-        IF n < 128 THEN RETURN out || set_byte('\x00', 0, n::int); END IF;
-        out := out || set_byte('\x00', 0, (n % 128)::int + 128);
-        n := n / 128;
-    END LOOP;
-END $$;
-CREATE FUNCTION pg_temp.number(field int, n bigint) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.varint(field * 8) || pg_temp.varint(n) $$;
-CREATE FUNCTION pg_temp.bytes(field int, b bytea) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.varint(field * 8 + 2) || pg_temp.varint(length(b)) || b $$;
-CREATE FUNCTION pg_temp.text(field int, t text) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.bytes(field, convert_to(t, 'UTF8')) $$;
+-- Up messages written by hand (helpers/protobuf.sql): a receipt, in an Up
+-- of protocol 1.
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/helpers/protobuf.sql
 CREATE FUNCTION pg_temp.receipt(id text, total_cents bigint, upload bigint) RETURNS bytea
 LANGUAGE sql AS $$
     SELECT pg_temp.number(1, 1)

@@ -62,22 +62,9 @@ LANGUAGE sql AS $$
            (t ->> 'set_aside')::int, (t ->> 'unfiled')::int, (t ->> 'synced')::boolean
     FROM jsonb_array_elements(overview -> 'tables') WITH ORDINALITY AS e(t, n) ORDER BY n $$;
 
--- A few lines of protobuf, to write a device's Up by hand (as in filing.sql).
-CREATE FUNCTION pg_temp.varint(n bigint) RETURNS bytea LANGUAGE plpgsql AS $$
-DECLARE out bytea := '\x';
-BEGIN
-    LOOP
-        IF n < 128 THEN RETURN out || set_byte('\x00', 0, n::int); END IF;
-        out := out || set_byte('\x00', 0, (n % 128)::int + 128);
-        n := n / 128;
-    END LOOP;
-END $$;
-CREATE FUNCTION pg_temp.number(field int, n bigint) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.varint(field * 8) || pg_temp.varint(n) $$;
-CREATE FUNCTION pg_temp.bytes(field int, b bytea) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.varint(field * 8 + 2) || pg_temp.varint(length(b)) || b $$;
-CREATE FUNCTION pg_temp.text(field int, t text) RETURNS bytea LANGUAGE sql AS $$
-    SELECT pg_temp.bytes(field, convert_to(t, 'UTF8')) $$;
+-- A few lines of protobuf, to write a device's Up by hand (helpers/).
+\getenv abs_srcdir PG_ABS_SRCDIR
+\i :abs_srcdir/helpers/protobuf.sql
 -- A backlog: one table's figures (unsent, unfiled), or none at all.
 CREATE FUNCTION pg_temp.backlog(name text DEFAULT NULL, unsent int DEFAULT 0, unfiled int DEFAULT 0)
 RETURNS bytea LANGUAGE sql AS $$
