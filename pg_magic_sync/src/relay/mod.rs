@@ -39,6 +39,10 @@ const PROVISION_OTHER_EPOCHS: &str = "\
     UPDATE sync.replicas SET provision = true \
     WHERE live AND NOT provision AND epoch IS DISTINCT FROM $1";
 
+const PASS_SETTINGS: &str = "\
+    SELECT set_config('jit', 'off', true), set_config('default_statistics_target', '10', true), \
+           set_config('synchronous_commit', 'on', true)";
+
 const REDECLARED: &str =
     "magic_sync: the declarations changed since the last pass: every live replica is provisioned again";
 
@@ -83,18 +87,18 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     // refusal names every problem and what fixes it.
     drift::check_before_pass(&declarations);
     steps.end("check");
-    // A pass runs many short statements over scratch tables whose sizes the
-    // planner guesses: compiling them (JIT) costs more than running them.
-    // Its statistics are of scratch tables of unique keys, whose sizes are
-    // what the planner needs: a small sample (3,000 rows) tells them for a
-    // fifth of the cost.
-    spi::run(
-        "SELECT set_config('jit', 'off', true), set_config('default_statistics_target', '10', true)",
-    );
-    // What a pass records is sent once it commits: a replica that applied a
-    // message the server then lost in a crash (synchronous_commit off) would
-    // find the server gone back, and every replica provisioned again.
-    spi::run("SELECT set_config('synchronous_commit', 'on', true)");
+    // One statement for the pass's own settings, all for its transaction:
+    // - jit off: a pass runs many short statements over scratch tables
+    //   whose sizes the planner guesses; compiling them costs more than
+    //   running them;
+    // - a statistics target of 10: its statistics are of scratch tables of
+    //   unique keys, whose sizes are what the planner needs, and a sample of
+    //   3,000 rows tells them for a fifth of the cost;
+    // - synchronous commit: what a pass records is sent once it commits, and
+    //   a replica that applied a message the server then lost in a crash
+    //   (synchronous_commit off) would find the server gone back, and every
+    //   replica provisioned again.
+    spi::run(PASS_SETTINGS);
     scratch::begin();
     let epoch = epochs::current();
     let observed = observe::observe_replicas(declarations.replicas.as_ref());
