@@ -28,6 +28,7 @@ ALTER FUNCTION sync.progress(jsonb) SECURITY DEFINER SET search_path = pg_catalo
 ALTER FUNCTION sync.row_progress(jsonb, text, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION sync.explain(uuid, text, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION sync.metrics(boolean) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION sync.wishes(jsonb, text, integer, integer) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION sync.overview(jsonb, integer), sync.listing(jsonb, text, integer, integer),
     sync.health(jsonb, integer), sync.progress(jsonb), sync.row_progress(jsonb, text, text),
     sync.explain(uuid, text, text) FROM PUBLIC;

@@ -451,6 +451,44 @@ CREATE TABLE sync.inbox (
 );
 CREATE INDEX inbox_due ON sync.inbox (retry_at);
 
+-- ---------------------------------------------------------------------------
+-- Wishes (pg_magic_sync/src/wishes/, sql/wishes.sql): what the server wants
+-- a row of a setting to hold, and the replica's answer. Replicas know the
+-- table as sync_wishes, a table written on both sides: the server owns the
+-- wish (id to note), the replica its answer (answered to answered_at). It
+-- travels as every row of such a table does (assigned to the replica the
+-- setting row belongs to), encoded as the Wish message as it is sent.
+-- The wish is kept apart from any encoding: the wished columns, and the
+-- version it is based on, as JSON values of the setting's columns.
+CREATE TABLE sync.sync_wishes (
+    id            uuid PRIMARY KEY,
+    -- The replica the setting row belongs to (its origin).
+    replica       uuid NOT NULL,
+    -- The setting, as replicas know it, and the row's key (section 3's text
+    -- form).
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    -- The desired columns wished, {column: value}.
+    wanted        jsonb NOT NULL,
+    -- Under apply => 'if_unchanged': the version the wish is based on, as
+    -- the version column's JSON value; NULL under 'always'.
+    based_on      jsonb,
+    -- Drawn at random for every wish, a replaced one included.
+    version       bigint NOT NULL CHECK (version > 0),
+    note          text,
+    wished_at     timestamptz NOT NULL DEFAULT now(),
+    -- The replica's answer, as it last filed one: the version it answers
+    -- (which may be a replaced wish's), what became of it, why, and when.
+    answered      bigint,
+    outcome       text CHECK (outcome IN ('applied', 'refused', 'superseded', 'waiting')),
+    reason        text,
+    answered_at   timestamptz,
+    -- When the server filed that answer.
+    filed_at      timestamptz,
+    -- One wish per row of a setting.
+    UNIQUE (replica, table_name, key)
+);
+
 -- What the server knows of a sender: sync.declare_senders() (sql/filing.sql).
 CREATE TABLE sync.senders (
     only_one      boolean PRIMARY KEY DEFAULT true CHECK (only_one),
@@ -487,3 +525,4 @@ SELECT pg_catalog.pg_extension_config_dump('sync.backlogs', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.alarms', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.senders', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.sync_wishes', '');

@@ -99,6 +99,20 @@ BEGIN
 END
 $$;
 
+-- Where a wish stands: as its answer says only while that answer is of its
+-- version (protocol A.6); pending until then.
+CREATE FUNCTION sync_internal.wish_state(version bigint, answered bigint, outcome text)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN answered IS NOT DISTINCT FROM version AND outcome IS NOT NULL
+                THEN outcome ELSE 'pending' END
+$$;
+
+-- A replica's wishes counted by where they stand, when it has none.
+CREATE FUNCTION sync_internal.no_wishes() RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT '{"pending": 0, "waiting": 0, "refused": 0, "superseded": 0, "applied": 0}'::jsonb
+$$;
+
 -- Each live replica of the scope, its state and what makes it so
 -- (docs/src/status.md, "The states"). It reads only what the engine
 -- records, never the rows a replica should hold: a change a replica lacks
@@ -128,7 +142,11 @@ RETURNS TABLE (
     -- Sends failing to it (sync.sends).
     failures integer, last_error text, failed_at timestamptz,
     heard_at timestamptz, applied_at timestamptz,
-    backlog_tables jsonb, backlog_said_at timestamptz
+    backlog_tables jsonb, backlog_said_at timestamptz,
+    -- Its wishes by where they stand (sql/wishes.sql): one pending (not
+    -- answered, or answered of a version replaced since) keeps it catching
+    -- up; one waiting is answered, and the replica tries it again itself.
+    wishes jsonb, wishes_pending bigint
 )
 LANGUAGE sql STABLE AS $$
     WITH s AS (
@@ -156,6 +174,18 @@ LANGUAGE sql STABLE AS $$
         FROM sync.inbox i GROUP BY i.replica
     ),
     outbox AS (SELECT o.replica, count(*) AS n FROM sync.outbox o GROUP BY o.replica),
+    wishes AS (
+        SELECT w.replica, count(*) FILTER (WHERE w.state = 'pending') AS pending,
+               jsonb_build_object(
+                   'pending', count(*) FILTER (WHERE w.state = 'pending'),
+                   'waiting', count(*) FILTER (WHERE w.state = 'waiting'),
+                   'refused', count(*) FILTER (WHERE w.state = 'refused'),
+                   'superseded', count(*) FILTER (WHERE w.state = 'superseded'),
+                   'applied', count(*) FILTER (WHERE w.state = 'applied')) AS counts
+        FROM (SELECT w.replica, sync_internal.wish_state(w.version, w.answered, w.outcome) AS state
+              FROM sync.sync_wishes w) AS w
+        GROUP BY w.replica
+    ),
     figures AS (
         SELECT s.id, s.partition, s.unconfirmed,
                coalesce((SELECT sum(n.n) FROM notes n
@@ -170,7 +200,9 @@ LANGUAGE sql STABLE AS $$
                coalesce(rf.wait, 0) AS held_back, coalesce(ib.wait, 0) AS waiting,
                coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept,
                se.failures, se.last_error, se.failed_at,
-               s.heard_at, s.applied_at, b.tables AS backlog_tables, b.said_at AS backlog_said_at
+               s.heard_at, s.applied_at, b.tables AS backlog_tables, b.said_at AS backlog_said_at,
+               coalesce(w.counts, sync_internal.no_wishes()) AS wishes,
+               coalesce(w.pending, 0) AS wishes_pending
         FROM s
         CROSS JOIN quarantined q
         LEFT JOIN outbox o ON o.replica = s.id
@@ -178,11 +210,12 @@ LANGUAGE sql STABLE AS $$
         LEFT JOIN refused rf ON rf.replica = s.id
         LEFT JOIN inbox ib ON ib.replica = s.id
         LEFT JOIN sync.sends se ON se.replica = s.id
+        LEFT JOIN wishes w ON w.replica = s.id
     )
     SELECT f.id, f.partition, st.state, st.rank, f.pending, f.owed, f.unconfirmed,
            f.provisioning, f.backlog, f.set_aside, f.held_back, f.waiting, f.refused, f.kept,
            f.failures, f.last_error, f.failed_at, f.heard_at, f.applied_at,
-           f.backlog_tables, f.backlog_said_at
+           f.backlog_tables, f.backlog_said_at, f.wishes, f.wishes_pending
     FROM figures f
     CROSS JOIN LATERAL (
         SELECT CASE
@@ -190,7 +223,8 @@ LANGUAGE sql STABLE AS $$
             WHEN f.refused > 0 OR f.kept > 0 THEN 'awaiting_fix'
             WHEN f.failures IS NOT NULL THEN 'unreachable'
             WHEN f.pending > 0 OR f.owed > 0 OR f.unconfirmed OR f.provisioning OR f.backlog
-                 OR f.set_aside > 0 OR f.held_back > 0 OR f.waiting > 0 THEN 'catching_up'
+                 OR f.set_aside > 0 OR f.held_back > 0 OR f.waiting > 0
+                 OR f.wishes_pending > 0 THEN 'catching_up'
             ELSE 'synced'
         END AS state
     ) AS named
@@ -233,7 +267,8 @@ BEGIN
         'backlog', CASE WHEN r.backlog_said_at IS NULL THEN NULL
                         ELSE jsonb_build_object('tables', r.backlog_tables,
                                                 'said_at', r.backlog_said_at) END,
-        'owed', r.owed);
+        'owed', r.owed,
+        'wishes', r.wishes);
 END
 $$;
 
@@ -618,7 +653,8 @@ BEGIN
     EXECUTE format('GRANT EXECUTE ON FUNCTION sync.overview(jsonb, integer), '
                    'sync.listing(jsonb, text, integer, integer), sync.health(jsonb, integer), '
                    'sync.progress(jsonb), sync.row_progress(jsonb, text, text), '
-                   'sync.explain(uuid, text, text), sync.metrics(boolean) TO %s', reader);
+                   'sync.explain(uuid, text, text), sync.metrics(boolean), '
+                   'sync.wishes(jsonb, text, integer, integer) TO %s', reader);
 END
 $$;
 

@@ -18,7 +18,10 @@
 //! - the default transport, a queue in the database (api/queue.rs):
 //!   `sync.next(replica)`, `sync.ack(replica, id)`;
 //! - what replicas send up (api/receiving.rs): `sync.receive(replica,
-//!   bytes)`, `sync.refile(everything)`.
+//!   bytes)`, `sync.refile(everything)`;
+//! - wishing (api/wishing.rs, sql/wishes.sql): `sync.desire(table_name,
+//!   wanted, note)`, `sync.withdraw(table_name, key)`, `sync.wishes(scope,
+//!   state, offset, lim)`.
 //!
 //! The engine's own functions, which only it calls (the steps of a relay
 //! pass, the savepoints of filing, the lookups of declaring, `row_bytes`),
@@ -39,6 +42,7 @@ mod declare;
 mod message;
 mod relay;
 mod publish;
+mod wishes;
 mod receive;
 mod status;
 mod api;
@@ -80,6 +84,12 @@ extension_sql_file!(
 extension_sql_file!(
     "../../sql/status_rows.sql",
     name = "status_rows",
+    requires = ["status"]
+);
+// Where wishes stand (docs/src/wishes.md): sync.wishes.
+extension_sql_file!(
+    "../../sql/wishes.sql",
+    name = "wishes",
     requires = ["status"]
 );
 // Last, once every function exists: EXECUTE on the engine's own taken from

@@ -9,6 +9,7 @@ mod queue;
 mod receiving;
 mod relaying;
 mod status;
+mod wishing;
 
 /// The schema of the engine's own functions, for
 /// `#[pg_extern(schema = "sync_internal")]`: pgrx places a function only in

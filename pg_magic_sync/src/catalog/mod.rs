@@ -5,7 +5,9 @@
 //! - store.rs: how they are kept in the engine's tables
 //!   (sql/declarations.sql), read and written through one mapping;
 //! - digest.rs: the digest of the declarations;
-//! - table_sql.rs: the SQL a declared table needs, written from it.
+//! - table_sql.rs: the SQL a declared table needs, written from it;
+//! - wishes.rs: the engine's table of wishes, which joins the declared
+//!   tables whenever a setting is declared.
 //!
 //! `declared_tables()` is what the relay reads, parents first.
 
@@ -13,6 +15,7 @@ pub mod digest;
 pub mod model;
 pub mod store;
 pub mod table_sql;
+pub mod wishes;
 
 pub use model::{
     followed, Apply, Assignments, Declared, Members, Mirror, Reference, Replicas, Rule,

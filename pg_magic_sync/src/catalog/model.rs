@@ -144,6 +144,10 @@ pub struct Declared {
     pub indexes: bool,
     /// Parents before children: the order tables are sent in.
     pub position: i32,
+    /// The engine's table of wishes only (catalog/wishes.rs): the settings
+    /// whose wishes it carries, to encode each wish's row as its setting's.
+    /// Empty for every declared table.
+    pub wishes_of: Vec<Declared>,
 }
 
 impl Declared {

@@ -316,6 +316,7 @@ impl TableRows {
             install,
             indexes,
             position,
+            wishes_of: Vec::new(),
         })
     }
 }
@@ -635,6 +636,7 @@ mod tests {
             install: false,
             indexes: true,
             position: 3,
+            wishes_of: Vec::new(),
         }
     }
 

@@ -146,6 +146,10 @@ const ROW_BYTES_MOST: usize = 99;
 /// (relay/encode.rs), which writes most types itself: a
 /// decimal is handed to it as text, any other column as `to_json` makes it.
 pub fn row_bytes(table: &Declared, alias: &str) -> String {
+    // A wish travels as the Wish message, not as a JSON row.
+    if crate::catalog::wishes::is_wishes(table) {
+        return crate::catalog::wishes::wish_bytes(table, alias);
+    }
     if table.columns.len() > ROW_BYTES_MOST {
         return format!("convert_to(({})::text, 'UTF8')", row_json(table, alias));
     }

@@ -20,7 +20,7 @@
 use std::cell::RefCell;
 
 use crate::catalog::store::{self, TableRows};
-use crate::catalog::{Declarations, Declared, Replicas};
+use crate::catalog::{wishes, Declarations, Declared, Replicas};
 use crate::declare::catalog_changes;
 use crate::declare::indexes;
 use crate::declare::resolve::{self, Problem, Request, Resolved};
@@ -245,7 +245,8 @@ fn replicas_problems(replicas: Option<&Replicas>) -> Vec<Problem> {
 }
 
 fn trigger_problems(stored: &[Declared]) -> Vec<Problem> {
-    let expected = triggers::expected(stored);
+    // The engine's table of wishes is noted as a declared table is.
+    let expected = triggers::expected(&wishes::with_wishes(stored.to_vec()));
     let existing = system_catalog::engine_triggers();
     triggers::findings(&expected, &existing)
         .into_iter()

@@ -17,7 +17,7 @@ pub mod drift;
 
 use self::resolve::{Problem, Request, Resolved};
 use crate::catalog::store::{self, Shape, TableRows};
-use crate::catalog::{self, Declared, Replicas, Rule};
+use crate::catalog::{self, wishes, Declared, Replicas, Rule};
 use crate::error::Error;
 use crate::spi;
 
@@ -178,7 +178,10 @@ fn apply(requests: Vec<Request>, touched: Option<&str>, before: &[Declared]) {
     };
     record(&resolved, touched);
     let tables = catalog::declared_tables();
-    triggers::install(&triggers::expected(&tables), &managed(before, &tables));
+    // The engine's table of wishes is noted as a declared table is, while a
+    // setting is declared.
+    let noted = wishes::with_wishes(tables.clone());
+    triggers::install(&triggers::expected(&noted), &managed(before, &tables));
     indexes::create_missing(&tables);
 }
 
@@ -186,7 +189,7 @@ fn apply(requests: Vec<Request>, touched: Option<&str>, before: &[Declared]) {
 /// table (and its group tables) of a declaration, before or after, made
 /// with install => true.
 fn managed(before: &[Declared], after: &[Declared]) -> Vec<String> {
-    let mut relations = Vec::new();
+    let mut relations = vec![wishes::RELATION.to_owned()];
     for table in before.iter().chain(after).filter(|t| t.install) {
         relations.push(table.relation.clone());
         if let Rule::Grouped { members, assigned } = &table.rule {
@@ -218,7 +221,7 @@ fn record_table(r: &Resolved) -> TableRows {
 /// The triggers every declaration needs, one CREATE TRIGGER each, for
 /// users who keep them in their own migrations.
 pub fn triggers_ddl() -> Vec<String> {
-    triggers::expected(&catalog::declared_tables())
+    triggers::expected(&wishes::with_wishes(catalog::declared_tables()))
         .iter()
         .map(triggers::Expected::ddl)
         .collect()

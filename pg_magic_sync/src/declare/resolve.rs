@@ -683,6 +683,7 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             install: request.install,
             indexes: request.indexes,
             position: 0,
+            wishes_of: Vec::new(),
         },
         found,
         shape,

@@ -26,16 +26,29 @@ pub const HEAD_ROOM: usize = 256;
 pub enum Op {
     Delete,
     Upsert,
+    /// In a snapshot, a key of a setting the server records the replica
+    /// holding (`DownTable.recorded`): in a part of its own.
+    Recorded,
 }
 
 impl Op {
     /// The op of a code of `sync_pass_plan.op`: 'u' and 'w' (a whole
-    /// table) are upserts, 'd' deletes.
+    /// table) are upserts, 'd' deletes, 'r' keys recorded.
     pub fn from_code(code: &str) -> Option<Op> {
         match code {
             "u" | "w" => Some(Op::Upsert),
             "d" => Some(Op::Delete),
+            "r" => Some(Op::Recorded),
             _ => None,
+        }
+    }
+
+    /// Its code in `sync_pass_plan.op` (a whole table's is 'u').
+    pub fn code(self) -> &'static str {
+        match self {
+            Op::Upsert => "u",
+            Op::Delete => "d",
+            Op::Recorded => "r",
         }
     }
 }
@@ -197,7 +210,7 @@ impl Packer {
                     span.deleting = true;
                 }
             }
-            Op::Upsert => {}
+            Op::Upsert | Op::Recorded => {}
         }
     }
 
@@ -254,6 +267,7 @@ impl Packer {
                 part.keys.push(key);
                 part.upserts.push(bytes.unwrap_or_default());
             }
+            Op::Recorded => part.recorded.push(key),
         }
         self.rows += 1;
     }
@@ -299,14 +313,28 @@ fn flatten(parts: Vec<DownTable>) -> Vec<Row> {
                 bytes: Some(bytes),
             });
         }
+        for key in part.recorded {
+            rows.push(Row {
+                table: part.table.clone(),
+                op: Op::Recorded,
+                key,
+                bytes: None,
+            });
+        }
     }
     rows
 }
 
 /// Whether a row of `table` joins the part `last`: the same table, and not a
-/// delete after upserts (deletes come first within a part).
+/// delete after upserts (deletes come first within a part); keys recorded
+/// go in a part of their own, which no other field concerns.
 fn joins(last: &DownTable, table: &str, op: Op) -> bool {
-    last.table == table && (op != Op::Delete || last.upserts.is_empty())
+    last.table == table
+        && match op {
+            Op::Delete => last.upserts.is_empty() && last.recorded.is_empty(),
+            Op::Upsert => last.recorded.is_empty(),
+            Op::Recorded => last.upserts.is_empty() && last.deletes.is_empty(),
+        }
 }
 
 /// What one row adds to its part: its key, and its bytes for an upsert.

@@ -7,7 +7,8 @@
 //! message: the rows held, leaving out those the replica refused. A
 //! setting's are compared against the rows of it the server keeps of that
 //! replica (key, a tab, the version), unless the inbox keeps rows of that
-//! table the replica uploaded. A digest of a table the server neither sends
+//! table the replica uploaded; so are those of `sync_wishes`, against the
+//! answers it keeps of the wishes it records the replica holding. A digest of a table the server neither sends
 //! nor holds as a setting is skipped; two digests of one table are
 //! malformed, and none of that Up's is compared. At most one comparison per
 //! replica every ten minutes. A mismatch provisions the replica again; one
@@ -22,6 +23,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::catalog::table_sql::{key_of, quote_ident, quote_literal};
+use crate::catalog::wishes::{is_wishes, WISHES};
 use crate::catalog::{Declared, Mirror};
 use crate::receive::applied::Judged;
 use crate::spi::{self, to_pg};
@@ -107,6 +109,21 @@ fn setting_lines(replica: Uuid, table: &Declared) -> String {
     )
 }
 
+/// The wishes held of this replica, as lines: the wish's id, a tab, the
+/// version of the answer the server keeps, a tab, its outcome (both empty
+/// while none is kept), as `wish_line` writes them (proto/src/digest.rs).
+fn wish_lines(replica: Uuid) -> String {
+    format!(
+        "SELECT line FROM (SELECT h.key || E'\\t' || coalesce(w.answered::text, '') || E'\\t' \
+                || coalesce(w.outcome, '') AS line \
+         FROM sync.held h LEFT JOIN sync.sync_wishes w ON w.id = h.key::uuid \
+         WHERE h.replica = {r}::uuid AND h.table_name = {t} \
+           AND h.refused IS NULL AND h.leaving IS NULL) AS l ORDER BY line COLLATE \"C\"",
+        r = quote_literal(&replica.to_string()),
+        t = quote_literal(WISHES),
+    )
+}
+
 fn inbox_keeps(replica: Uuid, table: &str) -> bool {
     spi::one::<bool>(
         "SELECT EXISTS (SELECT 1 FROM sync.inbox WHERE replica = $1 AND table_name = $2)",
@@ -121,6 +138,11 @@ fn compare(replica: Uuid, digest: &Digest, tables: &[Declared]) -> Result<bool, 
         return Err("skipped: a table the server does not know");
     };
     let recorded = match table.mirror {
+        // The answers it keeps, as the replica's settings are compared.
+        Mirror::Both if is_wishes(table) && inbox_keeps(replica, &table.name) => {
+            return Err("skipped: rows of it wait in the inbox");
+        }
+        Mirror::Both if is_wishes(table) => fingerprint_of(&wish_lines(replica)),
         Mirror::Catalog | Mirror::Both => fingerprint_of(&held_lines(replica, table)),
         Mirror::Setting if inbox_keeps(replica, &table.name) => {
             return Err("skipped: rows of it wait in the inbox");

@@ -370,7 +370,7 @@ pub fn refile(everything: bool) -> Value {
     // Read only when something is filed again: most passes file nothing.
     let tables = match replicas.is_empty() {
         true => Vec::new(),
-        false => catalog::declared_tables(),
+        false => catalog::wishes::with_wishes(catalog::declared_tables()),
     };
     let mut total = Refiled::default();
     for replica in &replicas {

@@ -222,7 +222,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
         return json!({ "verdict": "redelivered", "answered": answer::answer(replica, &up.uploads) });
     }
     let standing = Standing::read(replica);
-    let tables = catalog::declared_tables();
+    let tables = catalog::wishes::with_wishes(catalog::declared_tables());
     let mut verdict = json!({ "verdict": "filed" });
 
     // What the upload says of the replica, filed apart from its rows.

@@ -29,12 +29,14 @@ use pgrx::prelude::*;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use crate::catalog::wishes::is_wishes;
 use crate::catalog::{Declared, Mirror};
 use crate::error::Error;
 use crate::receive::rows_sql::{self, Over};
 use crate::receive::senders::Sender;
 use crate::receive::standing::Standing;
 use crate::spi::{self, to_pg};
+use crate::wishes::answers;
 
 /// The host's `place` hook, run a row at a time (sql/filing.sql).
 const PLACE_EACH: &str =
@@ -176,6 +178,9 @@ pub fn read_row(
     if key.contains('\0') {
         return Err(NUL_KEY.to_owned());
     }
+    if is_wishes(table) {
+        return read_answer(table, key, bytes);
+    }
     let parts = key::parse(key, &table.key_types)
         .map_err(|e| format!("a key that is not the table's: {e}"))?;
     let key = key::join(&parts);
@@ -207,6 +212,15 @@ pub fn read_row(
     if let Some(origin) = &table.origin {
         stamp_origin(&mut row, origin, sender)?;
     }
+    Ok(Candidate { key, row })
+}
+
+/// An answer to a wish: a Wish message, of which only what the replica
+/// owns is read.
+fn read_answer(table: &Declared, key: &str, bytes: &[u8]) -> Result<Candidate, String> {
+    let key = key::canonical(key, &table.key_types)
+        .map_err(|e| format!("a key that is not the table's: {e}"))?;
+    let row = answers::read_answer(&key, bytes)?;
     Ok(Candidate { key, row })
 }
 
@@ -371,7 +385,15 @@ pub fn file_part(part: Part<'_>, sender: &Sender, standing: Option<&Standing>) -
         left_out: part.left_out,
         ..Outcome::default()
     };
-    if !part.rows.is_empty() {
+    if !part.rows.is_empty() && is_wishes(table) {
+        // The engine's own table: no hook of the host's sees its rows.
+        let rows = part
+            .rows
+            .into_iter()
+            .map(|came| Placed { came, placed: None })
+            .collect();
+        file_answers(rows, table, sender, standing, part.restated, &mut outcome);
+    } else if !part.rows.is_empty() {
         let rows = place(part.rows, table, sender, &mut outcome);
         match table.mirror {
             Mirror::Both => file_edits(rows, table, sender, standing, &mut outcome),
@@ -612,17 +634,24 @@ fn keys_answered(
     found
 }
 
-/// Files a replica's edits of two-way rows it holds.
-fn file_edits(
+/// Of a replica's edits of two-way rows, those of rows the server records
+/// it holding, to be filed; the others wait (its provisioning) or are left
+/// out, as `outcome` then says.
+fn held_edits(
     rows: Vec<Placed>,
     table: &Declared,
     sender: &Sender,
     standing: Option<&Standing>,
     outcome: &mut Outcome,
-) {
+) -> Vec<Placed> {
     let keys: Vec<String> = rows.iter().map(|r| r.came.key.clone()).collect();
     let held = held_keys(sender.replica, &table.name, &keys);
-    let present = sender.as_sender(|| keys_answered(&rows_sql::keys_present(table), &keys, None));
+    let present_sql = rows_sql::keys_present(table);
+    // The engine's own table is read as the engine; a host's as the sender.
+    let present = match is_wishes(table) {
+        true => keys_answered(&present_sql, &keys, None),
+        false => sender.as_sender(|| keys_answered(&present_sql, &keys, None)),
+    };
     let provisioning =
         standing.is_some_and(|s| s.snapshot_on_its_way_after(s.applied_in_chain().unwrap_or(0)));
     let mut filing = Vec::new();
@@ -650,6 +679,18 @@ fn file_edits(
             }
         }
     }
+    filing
+}
+
+/// Files a replica's edits of two-way rows it holds.
+fn file_edits(
+    rows: Vec<Placed>,
+    table: &Declared,
+    sender: &Sender,
+    standing: Option<&Standing>,
+    outcome: &mut Outcome,
+) {
+    let filing = held_edits(rows, table, sender, standing, outcome);
     for (owned, group) in by_columns(table, filing, &table.replica_owned) {
         if owned.is_empty() {
             // Nothing of the replica's own: nothing to take.
@@ -662,6 +703,51 @@ fn file_edits(
         let statement = rows_sql::update_owned(table, &owned);
         run(&statement, group, table, sender, outcome);
     }
+}
+
+/// Files a replica's answers to wishes it holds (protocol A.6), as the
+/// engine: the table is its own. One withdrawn, or being taken back, is
+/// left out.
+fn file_answers(
+    rows: Vec<Placed>,
+    table: &Declared,
+    sender: &Sender,
+    standing: Option<&Standing>,
+    restated: bool,
+    outcome: &mut Outcome,
+) {
+    let held = held_edits(rows, table, sender, standing, outcome);
+    // Withdrawn since the pass that last planned it: the take-back follows.
+    let keys: Vec<String> = held.iter().map(|r| r.came.key.clone()).collect();
+    let present = keys_answered(&rows_sql::keys_present(table), &keys, None);
+    let (filing, withdrawn): (Vec<Placed>, Vec<Placed>) =
+        held.into_iter().partition(|r| present.contains(&r.came.key));
+    for row in withdrawn {
+        outcome.done.push(row.came.key.clone());
+        outcome.left_out.push(LeftOut {
+            key: row.came.key,
+            why: EditStands::Deleted.why().to_owned(),
+        });
+    }
+    if filing.is_empty() {
+        return;
+    }
+    let answers = filing
+        .iter()
+        .map(|row| Value::Object(row.filed().clone()))
+        .collect();
+    let filed = spi::one::<i64>(
+        answers::FILE_ANSWERS,
+        &[
+            pgrx::JsonB(Value::Array(answers)).into(),
+            to_pg(sender.replica).into(),
+            restated.into(),
+        ],
+    )
+    .unwrap_or(0) as usize;
+    outcome.filed += filed;
+    outcome.unchanged += filing.len().saturating_sub(filed);
+    outcome.done.extend(filing.into_iter().map(|row| row.came.key));
 }
 
 /// Files the replica's deletes of its own rows. In a two-way table the

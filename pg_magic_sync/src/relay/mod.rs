@@ -18,7 +18,7 @@ pub mod steps;
 
 use serde_json::json;
 
-use crate::catalog::Declarations;
+use crate::catalog::{self, Declarations};
 use crate::declare::drift;
 use crate::relay::steps::Steps;
 use crate::settings;
@@ -105,7 +105,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     spi::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
     let redeclared = provision_all_if_redeclared(&declarations);
     steps.end("observe");
-    let tables = declarations.declared();
+    let tables = catalog::wishes::with_wishes(declarations.declared());
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
     let batch = notes

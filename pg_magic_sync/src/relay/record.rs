@@ -132,7 +132,11 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
         // the replica tries the upsert again after the whole message, which
         // is why a table's deletes go in the message of its upserts when
         // they fit one: message/pack.rs.)
-        let upserts = tables.iter().map(|t| (t, Op::Upsert));
+        // A snapshot's keys recorded of a setting come at the setting's
+        // place among the tables: before the wishes of it, which are last.
+        let upserts = tables
+            .iter()
+            .flat_map(|t| [(t, Op::Recorded), (t, Op::Upsert)]);
         let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
         for (table, op) in upserts.chain(deletes) {
             let Some(part) = parts.get(&(table.name.clone(), op)) else {
@@ -300,10 +304,11 @@ fn rows_of_part(table: &Declared, op: Op, representative: Uuid) -> String {
     let name = quote_literal(&table.name);
     let replica = quote_literal(&representative.to_string());
     match op {
-        Op::Delete => format!(
+        Op::Delete | Op::Recorded => format!(
             "SELECT p.key, p.note, NULL::bytea FROM sync_pass_plan p \
-             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'd' \
-             ORDER BY p.key"
+             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = {code} \
+             ORDER BY p.key",
+            code = quote_literal(op.code()),
         ),
         Op::Upsert => format!(
             "SELECT p.key, p.note, \
@@ -741,8 +746,8 @@ impl CarriedBy {
         self.r_table.push(row.table.clone());
         self.r_key.push(row.key.clone());
         self.r_note.push(row.note);
-        self.r_op
-            .push(if row.op == Op::Delete { "d" } else { "u" }.to_owned());
+        // Keys recorded ('r') are no row sent: nothing is recorded of them.
+        self.r_op.push(row.op.code().to_owned());
     }
 
     fn write(self) {

@@ -8,8 +8,8 @@
 //! of it, and its rows are read straight from the table as they are packed.
 
 use super::reach::{followers, in_partition_of, parents, rule_rows};
-use crate::catalog::table_sql::{key_of, quote_literal};
-use crate::catalog::{Declared, Rule};
+use crate::catalog::table_sql::{key_of, quote_ident, quote_literal};
+use crate::catalog::{Declared, Mirror, Rule};
 use crate::relay::scratch;
 use crate::spi;
 
@@ -88,8 +88,29 @@ pub fn plan_snapshots(tables: &[Declared]) -> bool {
         while close_one_round(tables) > 0 {}
         scratch::empty("sync_pass_frontier");
     }
+    plan_recorded_settings(tables);
     spi::run(VERSIONS);
     true
+}
+
+/// The keys of each setting the server records a replica being provisioned
+/// holding, which its snapshot names (`recorded`): the replica deletes, as
+/// its own write, any it no longer holds (protocol 4.2).
+fn plan_recorded_settings(tables: &[Declared]) {
+    for table in tables.iter().filter(|t| t.mirror == Mirror::Setting) {
+        let Some(origin) = &table.origin else {
+            continue;
+        };
+        spi::run(&format!(
+            "INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+             SELECT r.id, {name}, {key}, 'r', 0 FROM sync_pass_provisioning r \
+             JOIN {rel} AS t ON t.{origin} = r.id",
+            name = quote_literal(&table.name),
+            key = key_of(table, "t"),
+            rel = table.relation,
+            origin = quote_ident(origin),
+        ));
+    }
 }
 
 /// Whether every row of a table goes to every replica being provisioned (of
