@@ -18,7 +18,7 @@ LANGUAGE plpgsql STABLE AS $$
 DECLARE
     t sync.tables;
     matches text;
-    found jsonb;
+    held jsonb;
 BEGIN
     SELECT * INTO t FROM sync.tables s WHERE s.name = setting_row.table_name AND s.mirror = 'setting';
     IF NOT FOUND THEN
@@ -37,12 +37,24 @@ BEGIN
         EXECUTE format('SELECT (SELECT pg_catalog.jsonb_object_agg(e.key, e.value) '
                        'FROM pg_catalog.jsonb_each(pg_catalog.to_jsonb(s)) AS e '
                        'WHERE e.key = ANY ($2)) FROM %s AS s WHERE %s', t.relation, matches)
-        INTO found USING key, t.columns;
+        INTO held USING key, t.columns;
     EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
         -- A key that is not the table's names no row.
         RETURN NULL;
     END;
-    RETURN found;
+    RETURN held;
+END
+$$;
+
+-- Why the values of a wish do not read as the columns of the setting
+-- `relation` (quoted): PostgreSQL's own words, or NULL when they do.
+CREATE FUNCTION sync_internal.wish_values_refused(relation text, wished jsonb) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    EXECUTE format('SELECT pg_catalog.jsonb_populate_record(NULL::%s, $1)', relation) USING wished;
+    RETURN NULL;
+EXCEPTION WHEN data_exception THEN
+    RETURN SQLERRM;
 END
 $$;
 

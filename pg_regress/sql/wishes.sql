@@ -23,7 +23,7 @@ SELECT sync.declare_table('shop.counters', mirror => 'setting', origin => 'regis
 -- Once a setting is declared, the engine notes its table of wishes as a
 -- table written on both sides (the answer's columns are the replica's).
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'sync.sync_wishes'::regclass ORDER BY tgname;
-SELECT line FROM unnest(sync.triggers()) AS line WHERE line LIKE '%sync_wishes%';
+SELECT line FROM sync.triggers() AS line WHERE line LIKE '%sync_wishes%';
 
 INSERT INTO shop.registers VALUES ('00000000-0000-0000-0000-00000000000a'),
                                   ('00000000-0000-0000-0000-00000000000b');
@@ -78,7 +78,13 @@ SELECT sync.desire('footers', '{"register_id": "00000000-0000-0000-0000-00000000
 SELECT version <> :first_version AS new_version, wanted, note FROM sync.sync_wishes WHERE id = :'wish';
 SELECT count(*) AS wishes FROM sync.sync_wishes;
 
--- Where they stand: pending, with the row the server holds.
+-- The relay sends each wish to its replica, and records it held there.
+CALL sync.relay();
+SELECT replica, table_name, key = :'wish' AS the_wish FROM sync.held
+ WHERE table_name = 'sync_wishes' ORDER BY replica, key;
+
+-- Where they stand, for the replicas the relay has seen: pending, with
+-- the row the server holds.
 SELECT w ->> 'table' AS "table", w ->> 'key' AS key, w ->> 'state' AS state, w -> 'wanted' AS wanted,
        w -> 'reported' ->> 'text' AS reported, w ->> 'note' AS note
   FROM jsonb_array_elements(sync.wishes() -> 'wishes') AS w;
@@ -87,11 +93,6 @@ SELECT (sync.wishes() -> 'contract')::int AS contract, sync.wishes() ? 'now' AS 
        sync.wishes(state => 'applied') -> 'total' AS applied;
 SELECT sync.wishes(state => 'done');
 SELECT sync.wishes(lim => -1);
-
--- The relay sends each wish to its replica, and records it held there.
-CALL sync.relay();
-SELECT replica, table_name, key = :'wish' AS the_wish FROM sync.held
- WHERE table_name = 'sync_wishes' ORDER BY replica, key;
 
 -- A few lines of protobuf, to write Up messages by hand (helpers/).
 \getenv abs_srcdir PG_ABS_SRCDIR
@@ -133,7 +134,8 @@ SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
                     pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'refused', 'too long'), 75, true)) -> 'rows';
 SELECT answered = :v AS this_version, outcome, reason FROM sync.sync_wishes WHERE id = :'wish';
 -- Filed under the replica the transport names: another's answer to this
--- wish is of a row it does not hold; a malformed answer is left out.
+-- wish is of a row it does not hold (while it is provisioned it waits in
+-- the inbox, and never files over a's); a malformed answer is left out.
 SELECT sync.receive('00000000-0000-0000-0000-00000000000b',
                     pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 76)) -> 'rows';
 SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
@@ -151,8 +153,9 @@ SELECT r ->> 'id' AS replica, r -> 'wishes' AS wishes
 SELECT r ->> 'state' AS state FROM jsonb_array_elements(sync.listing() -> 'replicas') AS r
  WHERE r ->> 'id' = '00000000-0000-0000-0000-00000000000a';
 
--- Withdrawn: gone, noted, and an answer to it is left out, before the
--- relay takes it back and after.
+-- Withdrawn: gone, noted, and an answer to it is left out. Once the relay
+-- takes it back, an answer to it waits while the replica's provisioning is
+-- not confirmed (it may yet hold it), as any edit of a row it may hold.
 SELECT sync.withdraw('footers', '00000000-0000-0000-0000-00000000000A') AS withdrawn;
 SELECT sync.withdraw('footers', '00000000-0000-0000-0000-00000000000a') AS withdrawn_again;
 SELECT count(*) AS noted FROM sync.notes WHERE table_name = 'sync_wishes';

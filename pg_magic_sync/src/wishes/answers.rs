@@ -75,7 +75,11 @@ pub fn read_answer(key: &str, bytes: &[u8]) -> Result<Map<String, Value>, String
     row.insert("id".into(), json!(id.hyphenated().to_string()));
     row.insert("answered".into(), json!(wish.answered.to_string()));
     row.insert("outcome".into(), json!(wish.outcome));
-    row.insert("reason".into(), json!(cut(&wish.reason, REASON_BYTES)));
+    let reason = cut(&wish.reason, REASON_BYTES);
+    row.insert(
+        "reason".into(),
+        if reason.is_empty() { Value::Null } else { json!(reason) },
+    );
     row.insert("answered_at".into(), answered_at);
     Ok(row)
 }
@@ -173,6 +177,10 @@ mod tests {
     #[test]
     fn an_answer_is_read_as_what_the_replica_owns_of_the_wish() {
         let row = read_answer(ID, &answer(7, "applied", "2026-10-12T10:00:00.123456Z")).unwrap();
+        let mut unexplained = Wish::decode(answer(7, "applied", "").as_slice()).unwrap();
+        unexplained.reason.clear();
+        let read = read_answer(ID, &unexplained.encode_to_vec()).unwrap();
+        assert_eq!((&read["reason"], &read["answered_at"]), (&Value::Null, &Value::Null));
         assert_eq!(
             Value::Object(row),
             json!({"id": ID, "answered": "7", "outcome": "applied", "reason": "why",

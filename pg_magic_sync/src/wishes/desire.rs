@@ -181,20 +181,31 @@ fn replica_of_row(setting: &Declared, key: &str) -> Uuid {
     }
 }
 
-/// The values given read as the setting's columns (jsonb_populate_record
-/// refuses one its column's type does not take, naming it).
+/// Why the values given do not read as the setting's columns, in
+/// PostgreSQL's words (sql/wishes.sql).
+const VALUES_REFUSED: &str = "SELECT sync_internal.wish_values_refused($1, $2)";
+
+/// The values given read as the setting's columns, or an error naming the
+/// one its column's type does not take.
 fn check_values(setting: &Declared, wished: &Wished) {
     let mut row = wished.wanted.clone();
     if let (Some(version), Some(value)) = (&setting.version, &wished.based_on) {
         row.insert(version.clone(), value.clone());
     }
-    spi::run_with(
-        &format!(
-            "SELECT jsonb_populate_record(NULL::{}, $1)",
-            setting.relation
-        ),
-        &[pgrx::JsonB(Value::Object(row)).into()],
+    let refused: Option<String> = spi::one(
+        VALUES_REFUSED,
+        &[
+            setting.relation.as_str().into(),
+            pgrx::JsonB(Value::Object(row)).into(),
+        ],
     );
+    if let Some(why) = refused {
+        Error::bad_input(
+            format!("magic_sync: a wish of {} holds a value its column does not take: {why}", setting.name),
+            "Give each value as the JSON row conventions write the column's type (a 64-bit integer as its decimal text, an instant as RFC 3339).",
+        )
+        .raise();
+    }
 }
 
 /// `sync.desire(table_name, wanted, note)`: wishes the row of the setting
