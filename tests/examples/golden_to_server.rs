@@ -19,7 +19,9 @@ mod golden;
 use std::path::{Path, PathBuf};
 
 use golden::{hex, Line, EPOCH, SECRET};
-use magic_sync_proto::wire::{to_replica::Body, Down, DownTable, EndSnapshot, Filed, ToReplica};
+use magic_sync_proto::wire::{
+    to_replica::Body, Down, DownTable, EndSnapshot, Filed, ToReplica, UpTable, Wish,
+};
 use magic_sync_replica::{install, Apply, Replica, Settings, Table, Tables};
 use magic_sync_tests::Cluster;
 use postgres::Client;
@@ -67,6 +69,9 @@ const FRONT: u128 = 0xf1;
 const TILL: u128 = 0xc1;
 const DRAWER: u128 = 0xc2;
 const FOOTER: u128 = 0xd1;
+/// Two wishes of its footer.
+const WISH: u128 = 0x3001;
+const OTHER_WISH: u128 = 0x3002;
 /// Another server's epoch, and its secret: one this database never had.
 const OTHER_EPOCH: u128 = 0xe9;
 const OTHER_SECRET: &str = "616e6f74686572207365727665722c20616e6f746865722073656372657421";
@@ -104,6 +109,78 @@ fn part(table: &str, upserts: Vec<(Uuid, serde_json::Value)>, deletes: &[u128]) 
             .map(|(_, r)| r.to_string().into_bytes())
             .collect(),
         recorded: Vec::new(),
+    }
+}
+
+/// Wishes of the footer `key` (a setting row's key), each `(wish, version)`:
+/// the part of sync_wishes that sends them, each a Wish message wanting the
+/// footer's text changed.
+fn wishes(key: &str, of: &[(u128, u64)]) -> DownTable {
+    let register = key.split('|').next().unwrap_or_default();
+    DownTable {
+        table: "sync_wishes".into(),
+        keys: of.iter().map(|(w, _)| id(*w).to_string()).collect(),
+        upserts: of
+            .iter()
+            .map(|(w, version)| {
+                let wanted = serde_json::json!({"register_id": register, "id": id(FOOTER).to_string(),
+                    "text": format!("Wish {version}"), "changed_at": "2026-10-02T10:00:00.000000Z"});
+                Wish {
+                    id: id(*w).to_string(),
+                    table: "footers".into(),
+                    key: key.to_owned(),
+                    wanted: wanted.to_string().into_bytes(),
+                    version: *version,
+                    note: "from the head office".into(),
+                    ..Wish::default()
+                }
+                .encode_to_vec()
+            })
+            .collect(),
+        ..DownTable::default()
+    }
+}
+
+/// An Up of a register's answers, each `(wish, version answered, outcome)`,
+/// saying it applied the message `applied` (sequence, nonce) under `mac`,
+/// as upload `upload`; `restated` for a part re-stated as a snapshot began.
+fn answers(
+    mac: &[u8],
+    applied: (u64, u64),
+    of: &[(u128, u64, &str)],
+    restated: bool,
+    upload: u64,
+) -> magic_sync_proto::wire::Up {
+    magic_sync_proto::wire::Up {
+        protocol: 1,
+        epoch: EPOCH.to_owned(),
+        sequence: applied.0,
+        nonce: applied.1,
+        mac: mac.to_vec(),
+        tables: vec![UpTable {
+            table: "sync_wishes".into(),
+            keys: of.iter().map(|(w, _, _)| id(*w).to_string()).collect(),
+            upserts: of
+                .iter()
+                .map(|(w, version, outcome)| {
+                    Wish {
+                        id: id(*w).to_string(),
+                        table: "footers".into(),
+                        version: *version,
+                        answered: *version,
+                        outcome: (*outcome).to_owned(),
+                        reason: if *outcome == "applied" { String::new() } else { format!("{outcome}, as it happens") },
+                        answered_at: "2026-10-02T10:00:01.000000Z".into(),
+                        ..Wish::default()
+                    }
+                    .encode_to_vec()
+                })
+                .collect(),
+            restated,
+            ..UpTable::default()
+        }],
+        uploads: vec![upload],
+        ..Default::default()
     }
 }
 
@@ -326,6 +403,12 @@ impl Writer {
             sent,
             epoch,
         );
+    }
+
+    /// The next fixed upload number.
+    fn next_upload(&mut self) -> u64 {
+        self.uploads += 1;
+        self.uploads
     }
 
     /// An Up as it goes, filed by the server; the line says what the server
@@ -644,6 +727,56 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
     v.write("UPDATE footers SET text = 'Thanks', changed_at = '2026-10-01T10:00:00.000000Z'");
     w.up("an_older_version_of_it", &mut v);
 
+    // A wish of its footer, answered waiting, then withdrawn: the answer
+    // the register gave before it applied the withdrawal is left out (the
+    // server is taking the wish back). Then another wish of it, answered
+    // applied; a later answer to the same version (one the transport kept
+    // back) does not take the final one's place, but one re-stated does
+    // (protocol A.6).
+    let footer_key = format!("{me}|{}", id(FOOTER));
+    w.send(
+        "a_wish",
+        &mut v,
+        208,
+        None,
+        vec![wishes(&footer_key, &[(WISH, 7)])],
+        None,
+        Sent::Delivered,
+        epoch,
+    );
+    let at = v.last;
+    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(WISH, 7, "waiting")], false, w.next_upload());
+    w.file("an_answer_to_a_wish", me, &up);
+    w.send(
+        "it_withdrawn",
+        &mut v,
+        209,
+        None,
+        vec![part("sync_wishes", vec![], &[WISH])],
+        None,
+        Sent::Delivered,
+        epoch,
+    );
+    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(WISH, 7, "applied")], false, w.next_upload());
+    w.file("an_answer_to_one_withdrawn", me, &up);
+    w.send(
+        "another_wish",
+        &mut v,
+        210,
+        None,
+        vec![wishes(&footer_key, &[(OTHER_WISH, 8)])],
+        None,
+        Sent::Delivered,
+        epoch,
+    );
+    let at = v.last;
+    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(OTHER_WISH, 8, "applied")], false, w.next_upload());
+    w.file("its_answer", me, &up);
+    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(OTHER_WISH, 8, "waiting")], false, w.next_upload());
+    w.file("another_answer_to_the_same_version_later", me, &up);
+    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(OTHER_WISH, 8, "refused")], true, w.next_upload());
+    w.file("an_answer_to_it_restated", me, &up);
+
     // What it applied, said again lower: a register restored from a copy.
     w.replica_line(&lower);
     w.provision(
@@ -809,11 +942,15 @@ fn main() {
              # they applied (the replica protocol, section 10): a refused delete with\n\
              # what it applied, an edit of a two-way row, a delete of a row of its\n\
              # own, a refused sweep, a row of its own held back, a setting and an\n\
-             # older version of it; then, each from a replica of its own, what it\n\
+             # older version of it, an answer to a wish and to one withdrawn (then\n\
+             # another wish, its answer, a later answer to the same version, and\n\
+             # one re-stated); then, each from a replica of its own, what it\n\
              # applied said again lower (a replica restored from a copy), a gap, of\n\
              # another epoch, and past anything sent (the server's database went\n\
-             # back). Each with what the server makes of it. The answers to a wish\n\
-             # and to one withdrawn come with wishes (A.6), in a later build.\n",
+             # back). Each with what the server makes of it. A part of sync_wishes\n\
+             # sent carries Wish messages (the wishes are the server's, in\n\
+             # sync.sync_wishes); the answers are written by hand, as a replica\n\
+             # that holds settings sends them.\n",
         ),
         &lines,
     );

@@ -6,7 +6,7 @@
 //! (tests/to_server_golden.rs), so both play the very same scene.
 #![allow(dead_code)]
 
-use magic_sync_proto::wire::{to_replica::Body, ToReplica};
+use magic_sync_proto::wire::{to_replica::Body, DownTable, ToReplica, Wish};
 use postgres::Client;
 use prost::Message;
 use uuid::Uuid;
@@ -167,6 +167,10 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
     }
     if let Some(Body::Down(down)) = &message.body {
         for part in &down.tables {
+            if part.table == "sync_wishes" {
+                record_wishes_sent(pg, replica, part, sequence);
+                continue;
+            }
             let relation = format!("shop.{}", part.table);
             for key in &part.deletes {
                 pg.execute(
@@ -206,6 +210,51 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
         &[&replica, &epoch, &sequence, &nonce],
     )
     .unwrap();
+}
+
+/// Records a part of wishes sent to a replica: the wishes it sends are the
+/// server's (written into sync.sync_wishes from the Wish each is, the
+/// setting row it wants kept as its wished columns), held as of the
+/// message; those it lets go of withdrawn, and leaving.
+fn record_wishes_sent(pg: &mut Client, replica: Uuid, part: &DownTable, sequence: i64) {
+    for key in &part.deletes {
+        pg.execute(
+            "UPDATE sync.held SET leaving = $4 WHERE replica = $1 AND table_name = $2 AND key = $3",
+            &[&replica, &part.table, key, &sequence],
+        )
+        .unwrap();
+        pg.execute(
+            "DELETE FROM sync.sync_wishes WHERE id = $1::text::uuid",
+            &[key],
+        )
+        .unwrap();
+    }
+    for (key, bytes) in part.keys.iter().zip(&part.upserts) {
+        let wish = Wish::decode(bytes.as_slice()).expect("a Wish");
+        let wanted: serde_json::Value = serde_json::from_slice(&wish.wanted).unwrap();
+        pg.execute(
+            "INSERT INTO sync.sync_wishes (id, replica, table_name, key, wanted, version, note) \
+             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (id) DO UPDATE SET wanted = excluded.wanted, version = excluded.version, \
+                 note = excluded.note",
+            &[
+                key,
+                &replica,
+                &wish.table,
+                &wish.key,
+                &wanted,
+                &(wish.version as i64),
+                &wish.note,
+            ],
+        )
+        .unwrap();
+        pg.execute(
+            "INSERT INTO sync.held (replica, table_name, key, note, sent) VALUES ($1, $2, $3, 0, $4) \
+             ON CONFLICT (replica, table_name, key) DO UPDATE SET sent = excluded.sent, leaving = NULL",
+            &[&replica, &part.table, key, &sequence],
+        )
+        .unwrap();
+    }
 }
 
 /// Files an Up from a replica; answers the verdict.
