@@ -169,7 +169,11 @@ fn answers(
                         version: *version,
                         answered: *version,
                         outcome: (*outcome).to_owned(),
-                        reason: if *outcome == "applied" { String::new() } else { format!("{outcome}, as it happens") },
+                        reason: if *outcome == "applied" {
+                            String::new()
+                        } else {
+                            format!("{outcome}, as it happens")
+                        },
                         answered_at: "2026-10-02T10:00:01.000000Z".into(),
                         ..Wish::default()
                     }
@@ -745,7 +749,13 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
         epoch,
     );
     let at = v.last;
-    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(WISH, 7, "waiting")], false, w.next_upload());
+    let up = answers(
+        &w.seal(me, epoch.0, epoch.1, at.0, at.1),
+        at,
+        &[(WISH, 7, "waiting")],
+        false,
+        w.next_upload(),
+    );
     w.file("an_answer_to_a_wish", me, &up);
     w.send(
         "it_withdrawn",
@@ -757,7 +767,13 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
         Sent::Delivered,
         epoch,
     );
-    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(WISH, 7, "applied")], false, w.next_upload());
+    let up = answers(
+        &w.seal(me, epoch.0, epoch.1, at.0, at.1),
+        at,
+        &[(WISH, 7, "applied")],
+        false,
+        w.next_upload(),
+    );
     w.file("an_answer_to_one_withdrawn", me, &up);
     w.send(
         "another_wish",
@@ -770,11 +786,29 @@ fn verdicts(cluster: &Cluster, dir: &Path) -> Vec<Line> {
         epoch,
     );
     let at = v.last;
-    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(OTHER_WISH, 8, "applied")], false, w.next_upload());
+    let up = answers(
+        &w.seal(me, epoch.0, epoch.1, at.0, at.1),
+        at,
+        &[(OTHER_WISH, 8, "applied")],
+        false,
+        w.next_upload(),
+    );
     w.file("its_answer", me, &up);
-    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(OTHER_WISH, 8, "waiting")], false, w.next_upload());
+    let up = answers(
+        &w.seal(me, epoch.0, epoch.1, at.0, at.1),
+        at,
+        &[(OTHER_WISH, 8, "waiting")],
+        false,
+        w.next_upload(),
+    );
     w.file("another_answer_to_the_same_version_later", me, &up);
-    let up = answers(&w.seal(me, epoch.0, epoch.1, at.0, at.1), at, &[(OTHER_WISH, 8, "refused")], true, w.next_upload());
+    let up = answers(
+        &w.seal(me, epoch.0, epoch.1, at.0, at.1),
+        at,
+        &[(OTHER_WISH, 8, "refused")],
+        true,
+        w.next_upload(),
+    );
     w.file("an_answer_to_it_restated", me, &up);
 
     // What it applied, said again lower: a register restored from a copy.

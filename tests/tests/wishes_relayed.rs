@@ -82,8 +82,11 @@ fn a_wish_reaches_only_its_replica_as_the_wish_row_and_a_withdrawn_one_is_taken_
     let mut pg = cluster.database_with_extension("shop");
     pg.batch_execute(SCHEMA).unwrap();
     let (a, b): (Uuid, Uuid) = (A.parse().unwrap(), B.parse().unwrap());
-    pg.execute("INSERT INTO shop.registers (id) VALUES ($1), ($2)", &[&a, &b])
-        .unwrap();
+    pg.execute(
+        "INSERT INTO shop.registers (id) VALUES ($1), ($2)",
+        &[&a, &b],
+    )
+    .unwrap();
     pg.batch_execute(&format!(
         "INSERT INTO shop.footers VALUES ('{A}', 'Thank you', '2026-10-12 10:00:00.123456+00'), \
                                          ('{B}', 'Merci', '2026-10-12 11:00:00+00')"
@@ -115,7 +118,10 @@ fn a_wish_reaches_only_its_replica_as_the_wish_row_and_a_withdrawn_one_is_taken_
         .unwrap()
         .get(0);
     relay(&mut pg);
-    assert!(take_all(&mut pg, b).is_empty(), "the other register is sent nothing");
+    assert!(
+        take_all(&mut pg, b).is_empty(),
+        "the other register is sent nothing"
+    );
     let sent = parts(&take_all(&mut pg, a));
     assert_eq!(sent.len(), 1);
     let part = &sent[0];
@@ -140,8 +146,14 @@ fn a_wish_reaches_only_its_replica_as_the_wish_row_and_a_withdrawn_one_is_taken_
     relay(&mut pg);
     let messages = take_all(&mut pg, a);
     let tables: Vec<String> = parts(&messages).iter().map(|p| p.table.clone()).collect();
-    let footers = tables.iter().position(|t| t == "footers").expect("footers recorded");
-    let wishes = tables.iter().position(|t| t == "sync_wishes").expect("the wish again");
+    let footers = tables
+        .iter()
+        .position(|t| t == "footers")
+        .expect("footers recorded");
+    let wishes = tables
+        .iter()
+        .position(|t| t == "sync_wishes")
+        .expect("the wish again");
     assert!(footers < wishes, "{tables:?}");
 
     // Withdrawn: its id in a delete of sync_wishes.

@@ -221,7 +221,13 @@ mod tests {
         let sql = wish_bytes(&wishes, "t");
         assert!(sql.starts_with("sync_internal.wish_bytes(t.\"id\", t.\"table_name\", t.\"key\", CASE t.\"table_name\" WHEN 'footers' THEN"), "{sql}");
         assert!(sql.contains("jsonb_populate_record(coalesce((SELECT h FROM \"shop\".\"footers\" AS h WHERE h.\"register_id\" = (t.\"key\")::uuid), NULL::\"shop\".\"footers\")"), "{sql}");
-        assert!(sql.contains("jsonb_build_object('register_id', t.\"key\") || t.\"wanted\""), "{sql}");
-        assert!(sql.contains("jsonb_build_object('changed_at', t.\"based_on\")"), "{sql}");
+        assert!(
+            sql.contains("jsonb_build_object('register_id', t.\"key\") || t.\"wanted\""),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("jsonb_build_object('changed_at', t.\"based_on\")"),
+            "{sql}"
+        );
     }
 }

@@ -720,8 +720,9 @@ fn file_answers(
     // Withdrawn since the pass that last planned it: the take-back follows.
     let keys: Vec<String> = held.iter().map(|r| r.came.key.clone()).collect();
     let present = keys_answered(&rows_sql::keys_present(table), &keys, None);
-    let (filing, withdrawn): (Vec<Placed>, Vec<Placed>) =
-        held.into_iter().partition(|r| present.contains(&r.came.key));
+    let (filing, withdrawn): (Vec<Placed>, Vec<Placed>) = held
+        .into_iter()
+        .partition(|r| present.contains(&r.came.key));
     for row in withdrawn {
         outcome.done.push(row.came.key.clone());
         outcome.left_out.push(LeftOut {
@@ -747,7 +748,9 @@ fn file_answers(
     .unwrap_or(0) as usize;
     outcome.filed += filed;
     outcome.unchanged += filing.len().saturating_sub(filed);
-    outcome.done.extend(filing.into_iter().map(|row| row.came.key));
+    outcome
+        .done
+        .extend(filing.into_iter().map(|row| row.came.key));
 }
 
 /// Files the replica's deletes of its own rows. In a two-way table the

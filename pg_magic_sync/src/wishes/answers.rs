@@ -40,7 +40,8 @@ const REASON_BYTES: usize = 512;
 /// row filed (`{id, answered, outcome, reason, answered_at}`), or why it is
 /// malformed.
 pub fn read_answer(key: &str, bytes: &[u8]) -> Result<Map<String, Value>, String> {
-    let wish = Wish::decode(bytes).map_err(|e| format!("a row that does not decode as a Wish: {e}"))?;
+    let wish =
+        Wish::decode(bytes).map_err(|e| format!("a row that does not decode as a Wish: {e}"))?;
     let id: Uuid = key
         .parse()
         .map_err(|_| format!("a key that is not the table's: {key} is no uuid"))?;
@@ -78,7 +79,11 @@ pub fn read_answer(key: &str, bytes: &[u8]) -> Result<Map<String, Value>, String
     let reason = cut(&wish.reason, REASON_BYTES);
     row.insert(
         "reason".into(),
-        if reason.is_empty() { Value::Null } else { json!(reason) },
+        if reason.is_empty() {
+            Value::Null
+        } else {
+            json!(reason)
+        },
     );
     row.insert("answered_at".into(), answered_at);
     Ok(row)
@@ -102,9 +107,17 @@ fn is_instant(text: &str) -> bool {
     let b = text.as_bytes();
     let digits = |from: usize, to: usize| -> Option<u32> {
         let part = text.get(from..to)?;
-        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| part.parse().ok())?
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return false;
     }
     let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
@@ -180,7 +193,10 @@ mod tests {
         let mut unexplained = Wish::decode(answer(7, "applied", "").as_slice()).unwrap();
         unexplained.reason.clear();
         let read = read_answer(ID, &unexplained.encode_to_vec()).unwrap();
-        assert_eq!((&read["reason"], &read["answered_at"]), (&Value::Null, &Value::Null));
+        assert_eq!(
+            (&read["reason"], &read["answered_at"]),
+            (&Value::Null, &Value::Null)
+        );
         assert_eq!(
             Value::Object(row),
             json!({"id": ID, "answered": "7", "outcome": "applied", "reason": "why",
@@ -193,16 +209,30 @@ mod tests {
         assert!(read_answer(ID, &answer(0, "applied", "")).is_err());
         assert!(read_answer(ID, &answer(7, "done", "")).is_err());
         assert!(read_answer("nope", &answer(7, "applied", "")).is_err());
-        assert!(read_answer("01960000-0000-7000-8000-00000000f002", &answer(7, "applied", "")).is_err());
+        assert!(read_answer(
+            "01960000-0000-7000-8000-00000000f002",
+            &answer(7, "applied", "")
+        )
+        .is_err());
         assert!(read_answer(ID, b"\xff\xff").is_err());
     }
 
     #[test]
     fn only_an_rfc_3339_instant_is_taken_as_when_it_was_answered() {
-        for good in ["2026-10-12T10:00:00Z", "2024-02-29T23:59:59.5+01:00", "2026-10-12T10:00:00.123456Z"] {
+        for good in [
+            "2026-10-12T10:00:00Z",
+            "2024-02-29T23:59:59.5+01:00",
+            "2026-10-12T10:00:00.123456Z",
+        ] {
             assert!(is_instant(good), "{good}");
         }
-        for bad in ["2026-02-29T10:00:00Z", "2026-10-12 10:00:00Z", "2026-13-01T00:00:00Z", "yesterday", "2026-10-12T10:00:00"] {
+        for bad in [
+            "2026-02-29T10:00:00Z",
+            "2026-10-12 10:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "yesterday",
+            "2026-10-12T10:00:00",
+        ] {
             assert!(!is_instant(bad), "{bad}");
         }
     }

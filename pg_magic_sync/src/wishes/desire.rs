@@ -141,7 +141,10 @@ pub fn read_wished(setting: &Declared, given: &Value) -> Result<Wished, Error> {
         };
         let Some(part) = key_part(value, *ty) else {
             return Err(Error::bad_input(
-                format!("magic_sync: {column} of a wish of {name} is no {} key: {value}", ty.name()),
+                format!(
+                    "magic_sync: {column} of a wish of {name} is no {} key: {value}",
+                    ty.name()
+                ),
                 "A uuid key is its text; an integer key a number or its decimal text.",
             ));
         };
@@ -174,8 +177,14 @@ fn replica_of_row(setting: &Declared, key: &str) -> Uuid {
     match found {
         Some(replica) => from_pg(replica),
         None => Error::bad_input(
-            format!("magic_sync: {} has no row of key {key}: a wish is of a row the replica reported", setting.name),
-            format!("SELECT * FROM {} lists the rows the replicas reported.", setting.relation),
+            format!(
+                "magic_sync: {} has no row of key {key}: a wish is of a row the replica reported",
+                setting.name
+            ),
+            format!(
+                "SELECT * FROM {} lists the rows the replicas reported.",
+                setting.relation
+            ),
         )
         .raise(),
     }
@@ -229,7 +238,9 @@ pub fn desire(table_name: &str, wanted: &Value, note: Option<&str>) -> Uuid {
             note.into(),
         ],
     );
-    from_pg(id.unwrap_or_else(|| Error::engine("magic_sync: a wish written answered no id", WRITE_WISH).raise()))
+    from_pg(id.unwrap_or_else(|| {
+        Error::engine("magic_sync: a wish written answered no id", WRITE_WISH).raise()
+    }))
 }
 
 /// `sync.withdraw(table_name, key)`: takes back the wish of the setting
@@ -261,8 +272,18 @@ mod tests {
             mirror: Mirror::Setting,
             key_columns: vec!["register_id".into()],
             key_types: vec![KeyType::Uuid],
-            columns: vec!["register_id".into(), "text".into(), "changed_at".into(), "printed".into()],
-            column_types: vec!["uuid".into(), "text".into(), "timestamp with time zone".into(), "bigint".into()],
+            columns: vec![
+                "register_id".into(),
+                "text".into(),
+                "changed_at".into(),
+                "printed".into(),
+            ],
+            column_types: vec![
+                "uuid".into(),
+                "text".into(),
+                "timestamp with time zone".into(),
+                "bigint".into(),
+            ],
             origin: Some("register_id".into()),
             version: Some("changed_at".into()),
             desired: vec!["text".into()],
@@ -289,18 +310,42 @@ mod tests {
 
     #[test]
     fn a_column_that_is_not_desired_is_refused_by_name() {
-        let e = message(read_wished(&footers(Apply::Always), &json!({"register_id": REGISTER, "text": "a", "printed": 3})).unwrap_err());
+        let e = message(
+            read_wished(
+                &footers(Apply::Always),
+                &json!({"register_id": REGISTER, "text": "a", "printed": 3}),
+            )
+            .unwrap_err(),
+        );
         assert!(e.contains("printed of footers is not desired"), "{e}");
-        let e = message(read_wished(&footers(Apply::Always), &json!({"register_id": REGISTER, "colour": 3})).unwrap_err());
+        let e = message(
+            read_wished(
+                &footers(Apply::Always),
+                &json!({"register_id": REGISTER, "colour": 3}),
+            )
+            .unwrap_err(),
+        );
         assert!(e.contains("colour of footers is no column of it"), "{e}");
         // Under always, a wish is based on no version.
-        let e = message(read_wished(&footers(Apply::Always), &json!({"register_id": REGISTER, "text": "a", "changed_at": "x"})).unwrap_err());
+        let e = message(
+            read_wished(
+                &footers(Apply::Always),
+                &json!({"register_id": REGISTER, "text": "a", "changed_at": "x"}),
+            )
+            .unwrap_err(),
+        );
         assert!(e.contains("changed_at of footers is not desired"), "{e}");
     }
 
     #[test]
     fn a_version_missing_under_if_unchanged_is_refused_by_name() {
-        let e = message(read_wished(&footers(Apply::IfUnchanged), &json!({"register_id": REGISTER, "text": "a"})).unwrap_err());
+        let e = message(
+            read_wished(
+                &footers(Apply::IfUnchanged),
+                &json!({"register_id": REGISTER, "text": "a"}),
+            )
+            .unwrap_err(),
+        );
         assert!(e.contains("changed_at is missing"), "{e}");
     }
 
@@ -308,9 +353,20 @@ mod tests {
     fn a_wish_names_its_row_by_a_key_of_the_table() {
         let e = message(read_wished(&footers(Apply::Always), &json!({"text": "a"})).unwrap_err());
         assert!(e.contains("register_id is missing"), "{e}");
-        let e = message(read_wished(&footers(Apply::Always), &json!({"register_id": "nope", "text": "a"})).unwrap_err());
-        assert!(e.contains("register_id of a wish of footers is no uuid key"), "{e}");
-        let e = message(read_wished(&footers(Apply::Always), &json!({"register_id": REGISTER})).unwrap_err());
+        let e = message(
+            read_wished(
+                &footers(Apply::Always),
+                &json!({"register_id": "nope", "text": "a"}),
+            )
+            .unwrap_err(),
+        );
+        assert!(
+            e.contains("register_id of a wish of footers is no uuid key"),
+            "{e}"
+        );
+        let e = message(
+            read_wished(&footers(Apply::Always), &json!({"register_id": REGISTER})).unwrap_err(),
+        );
         assert!(e.contains("sets none of its desired columns"), "{e}");
     }
 }
