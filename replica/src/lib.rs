@@ -32,6 +32,11 @@
 //!   own tables; `triggers`: the note and refusal triggers; `pragmas`: the
 //!   connection it needs; `state`: the replica's place in the chain;
 //!   `notes`: its own writes; `reject`: rows not taken;
+//! - `wishes/`: carrying out the server's wishes of the settings, after
+//!   a message committed (`wishes/mod.rs`): `held`: the wishes as rows;
+//!   `due`: which are due, and what the engine answers alone; `handler`:
+//!   one offered to its handler with a timeout; `answer`: the answer
+//!   recorded, with the row it wrote;
 //! - `receive/`: the whole of taking one message (`receive/mod.rs`);
 //!   `chain`: where it stands against the last applied; `apply`: a `Down`'s
 //!   rows; `upsert`: a row as the upsert that writes it; `let_go`: deletes,
@@ -57,6 +62,7 @@ mod receive;
 mod sql;
 pub mod transport;
 mod upload;
+mod wishes;
 
 /// The server's queue, where it always was.
 #[cfg(feature = "pg-queue")]
@@ -73,6 +79,7 @@ pub use receive::outcome::{AppliedTable, Rejected};
 pub use receive::Received;
 pub use upload::backlog::TableBacklog;
 pub use upload::{Narrowed, Refusal, Upload};
+pub use wishes::{Answered, CarryOut, Direct, Outcome, Wish, Wishes};
 
 use std::time::Duration;
 
@@ -105,6 +112,12 @@ pub struct Settings {
     pub backlog_every: Duration,
     /// ...and one that is not empty is said again this often.
     pub backlog_again: Duration,
+    /// The handler of each setting's wishes: every setting needs one.
+    pub wishes: Wishes,
+    /// How often the device loop offers wishes again while one waits.
+    pub wishes_every: Duration,
+    /// How long a handler may take before its wish waits.
+    pub wishes_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -116,6 +129,9 @@ impl Default for Settings {
             resend_after: Duration::from_secs(5 * 60),
             backlog_every: Duration::from_secs(60),
             backlog_again: Duration::from_secs(10 * 60),
+            wishes: Wishes::new(),
+            wishes_every: Duration::from_secs(60),
+            wishes_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -153,6 +169,8 @@ pub struct Replica {
     /// backlog): the first lane's next Up says it, even with nothing else
     /// to say. Once per open.
     owes_standing: bool,
+    /// The handlers of wishes still running past their timeout.
+    running: wishes::Running,
 }
 
 impl Replica {
@@ -160,7 +178,8 @@ impl Replica {
     /// tables and triggers (see [`install`]). Refuses a connection set up
     /// so that it could lose or half-apply a message, tables that do not
     /// match their declaration, triggers that are not exactly the engine's,
-    /// lanes that do not place every table that goes up on one lane, and a
+    /// lanes that do not place every table that goes up on one lane, a
+    /// setting with no handler of its wishes (`Settings::wishes`), and a
     /// database that belongs to another replica.
     ///
     /// From then on the database knows `me`: its triggers refuse what the
@@ -178,6 +197,10 @@ impl Replica {
         schema::check_installed(&conn)?;
         let shapes = shape::read_all(&conn, &tables)?;
         triggers::check_shapes(&conn, &shapes)?;
+        let unhandled = settings.wishes.problems(&tables);
+        if !unhandled.is_empty() {
+            return Err(Error::declaration(unhandled.join("; ")));
+        }
         let lanes = lanes(&settings, &shapes)?;
         let links = links::read(&conn)?;
         let up_order = up_order(&shapes, &links);
@@ -193,13 +216,19 @@ impl Replica {
             quiet: triggers::Quiet::default(),
             texts: upsert::Texts::default(),
             owes_standing: true,
+            running: wishes::Running::default(),
         })
     }
 
     /// Opens a replica from what its database recorded: the declarations
     /// and lanes of the program that last opened it, and its id. For tools
-    /// that look after a device without its program's code.
+    /// that look after a device without its program's code: given no
+    /// handlers, it holds wishes and carries none out (the program's
+    /// handlers do).
     pub fn open_recorded(conn: Connection, mut settings: Settings) -> Result<Replica, Error> {
+        if settings.wishes.tables().next().is_none() {
+            settings.wishes = Wishes::none_carried_out();
+        }
         schema::check_installed(&conn)?;
         let (tables, lanes) = schema::recorded_declarations(&conn)?;
         let me = state::me(&conn)?;
@@ -227,7 +256,23 @@ impl Replica {
     /// Takes one message the transport delivered. `Ok`: it is committed (or
     /// changed nothing); acknowledge it. `Err`: do not acknowledge it; it
     /// will be delivered again.
+    ///
+    /// Once a message that changed a wish (or ended a snapshot) committed,
+    /// the wishes due are offered to their handlers, with no transaction
+    /// open; what they were answered is in the `Received`. Trouble there
+    /// is logged and tried again later: the message stands.
     pub fn receive(&mut self, bytes: &[u8]) -> Result<Received, Error> {
+        let mut received = self.take(bytes)?;
+        if let Some(answered) = changes_wishes(&mut received) {
+            match self.offer_wishes() {
+                Ok(answers) => *answered = answers,
+                Err(e) => log::warn!("offering wishes failed, and is tried again later: {e}"),
+            }
+        }
+        Ok(received)
+    }
+
+    fn take(&mut self, bytes: &[u8]) -> Result<Received, Error> {
         receive::receive(
             &receive::Replicating {
                 conn: &self.conn,
@@ -239,6 +284,36 @@ impl Replica {
             },
             bytes,
         )
+    }
+
+    /// Carries out every wish due — not answered, or answered waiting —
+    /// one at a time, each offered to its setting's handler (protocol
+    /// 4.5), and answers what it answered. Call it when what a handler
+    /// waited for is back (the hardware answers again); the device loop
+    /// calls it at start and every `wishes_every` while one waits. Nothing
+    /// while a snapshot is in progress.
+    pub fn offer_wishes(&mut self) -> Result<Vec<Answered>, Error> {
+        let offering = offering(
+            &self.conn,
+            &self.shapes,
+            self.me,
+            &self.settings,
+            &self.quiet,
+        );
+        Ok(wishes::offer(&offering, &mut self.running)?)
+    }
+
+    /// How many wishes wait to be carried out: not answered yet, or
+    /// answered waiting.
+    pub fn wishes_due(&self) -> Result<usize, Error> {
+        let offering = offering(
+            &self.conn,
+            &self.shapes,
+            self.me,
+            &self.settings,
+            &self.quiet,
+        );
+        Ok(wishes::due_count(&offering)?)
     }
 
     fn uploading(&self) -> upload::Uploading<'_> {
@@ -341,6 +416,38 @@ impl Replica {
 
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+}
+
+/// What offering wishes needs of a replica.
+fn offering<'a>(
+    conn: &'a Connection,
+    shapes: &'a [Shape],
+    me: Uuid,
+    settings: &'a Settings,
+    quiet: &'a triggers::Quiet,
+) -> wishes::Offering<'a> {
+    wishes::Offering {
+        conn,
+        shapes,
+        me,
+        wishes: &settings.wishes,
+        timeout: settings.wishes_timeout,
+        quiet,
+    }
+}
+
+/// Where a message changed a wish (its rows of `sync_wishes`, or the end of
+/// a snapshot, which may have let go of some): the answers it is to carry.
+fn changes_wishes(received: &mut Received) -> Option<&mut Vec<Answered>> {
+    match received {
+        Received::Applied { tables, wishes, .. }
+            if tables.iter().any(|t| t.table == model::declare::WISHES) =>
+        {
+            Some(wishes)
+        }
+        Received::Ended { wishes, .. } => Some(wishes),
+        _ => None,
     }
 }
 

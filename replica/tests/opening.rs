@@ -39,7 +39,8 @@ fn install_creates_the_engine_tables_all_named_sync() {
             "sync_schema",
             "sync_snapshot_keys",
             "sync_state",
-            "sync_uploads"
+            "sync_uploads",
+            "sync_wishes"
         ]
     );
     assert_eq!(

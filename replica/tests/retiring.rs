@@ -18,7 +18,7 @@ fn a_row_a_row_of_its_own_points_at_is_retired_not_deleted() {
         &server.down(vec![part("products").delete(&uuid(1)).delete(&uuid(2))]),
     );
     assert!(
-        matches!(received, Received::Applied { ref tables, ref rejected } if tables[0].keys.len() == 2 && rejected.is_empty()),
+        matches!(received, Received::Applied { ref tables, ref rejected, .. } if tables[0].keys.len() == 2 && rejected.is_empty()),
         "{received:?}"
     );
     assert_eq!(names(replica.connection()), ["tea"]);

@@ -40,6 +40,7 @@ fn a_snapshot_of_two_messages_then_its_end_sweeps_rows_it_did_not_name() {
                 keys: vec![uuid(9)],
             }],
             rejected: vec![],
+            wishes: vec![],
         }
     );
     assert_eq!(names(replica.connection()), ["tea", "jam"]);
@@ -234,6 +235,7 @@ fn an_end_naming_tables_the_replica_does_not_hold_from_the_server_sweeps_none_of
                 keys: vec![uuid(2)],
             }],
             rejected: vec![],
+            wishes: vec![],
         }
     );
     assert_eq!(

@@ -37,10 +37,19 @@ pub(crate) fn noted(conn: &Connection, table: &str, key: &str) -> rusqlite::Resu
     .query_row(params![table, key], |row| row.get(0))
 }
 
-/// As a snapshot begins: every row of every setting is noted again, to go
-/// up re-stated, so that what the server records of them is set straight
-/// by what the replica holds now.
+/// As a snapshot begins: every row of every setting, and every answer to
+/// a wish held, is noted again, to go up re-stated, so that what the
+/// server records of them is set straight by what the replica holds now.
 pub(crate) fn restate_settings(conn: &Connection, shapes: &[Shape]) -> rusqlite::Result<()> {
+    if shapes.iter().any(|s| s.wishes) {
+        conn.execute(
+            "INSERT INTO sync_notes (table_name, key, restated)
+             SELECT 'sync_wishes', id, 1 FROM sync_wishes WHERE answered <> 0
+             ON CONFLICT (table_name, key) DO UPDATE
+             SET writes = writes + 1, pending = 1, restated = 1",
+            [],
+        )?;
+    }
     for shape in shapes.iter().filter(|s| s.mirror == Mirror::Setting) {
         conn.execute(
             &format!(

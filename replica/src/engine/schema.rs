@@ -16,7 +16,13 @@ const STEPS: &[&str] = &[
     include_str!("schema/001_skeleton.sql"),
     include_str!("schema/002_complete.sql"),
     include_str!("schema/003_snapshot_keys.sql"),
+    WISHES_STEP,
 ];
+
+/// The step that makes `sync_wishes`: also what the table's shape is read
+/// from where a database lacks it (printing the triggers of a database
+/// its program's migrations made).
+pub(crate) const WISHES_STEP: &str = include_str!("schema/004_wishes.sql");
 
 /// The version of the engine's tables this build works with.
 pub const SCHEMA_VERSION: i64 = STEPS.len() as i64;
@@ -33,7 +39,7 @@ const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS sync_schema (
 /// tables are checked first, so a declaration that does not match the
 /// database installs nothing.
 pub fn install(conn: &mut Connection, tables: &Tables) -> Result<(), Error> {
-    let shapes = shape::read_all(conn, tables)?;
+    shape::read_declared(conn, tables)?;
     let tx = Transaction::begin(conn)?;
     conn.execute_batch(VERSION_TABLE)?;
     let found = installed_version(conn)?.unwrap_or(0);
@@ -49,6 +55,8 @@ pub fn install(conn: &mut Connection, tables: &Tables) -> Result<(), Error> {
          ON CONFLICT (id) DO UPDATE SET version = excluded.version",
         [SCHEMA_VERSION],
     )?;
+    // With the engine's tables in place, `sync_wishes` among them.
+    let shapes = shape::read_all(conn, tables)?;
     triggers::replace(conn, &shapes)?;
     record_declarations(conn, tables, &[])?;
     tx.commit()?;

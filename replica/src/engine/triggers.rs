@@ -211,8 +211,27 @@ pub(crate) fn literal(text: &str) -> String {
 /// depend on each table's columns and key types, read from `conn`: a
 /// database the same migrations built.
 pub fn triggers(conn: &Connection, tables: &Tables) -> Result<String, Error> {
-    let shapes = shape::read_all(conn, tables)?;
+    let mut shapes = shape::read_declared(conn, tables)?;
+    if tables.has_settings() {
+        shapes.push(wishes_shape(conn)?);
+    }
     Ok(script(&expected(&shapes)))
+}
+
+/// The shape of `sync_wishes`: as the database has it, or, in one the
+/// engine did not install yet, as the step that makes it makes it.
+fn wishes_shape(conn: &Connection) -> Result<Shape, Error> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+        [crate::model::declare::WISHES],
+        |row| row.get(0),
+    )?;
+    if exists {
+        return shape::read_wishes(conn);
+    }
+    let made = Connection::open_in_memory()?;
+    made.execute_batch(crate::engine::schema::WISHES_STEP)?;
+    shape::read_wishes(&made)
 }
 
 fn script(triggers: &[Trigger]) -> String {
@@ -404,6 +423,9 @@ mod tests {
              CREATE TABLE s (id INTEGER PRIMARY KEY, register_id BLOB, v INTEGER, text TEXT);",
         )
         .unwrap();
+        // A setting's wishes are held in the engine's sync_wishes.
+        conn.execute_batch(crate::engine::schema::WISHES_STEP)
+            .unwrap();
         let tables = Tables::new(vec![
             Table::catalog("c").retired("retired_at"),
             Table::both("b")
@@ -422,6 +444,7 @@ mod tests {
         let shapes = shape::read_all(&conn, &tables).unwrap();
         let all = expected(&shapes);
         assert!(all.len() > 15, "{}", all.len());
+        assert!(all.iter().any(|t| t.table == "sync_wishes"));
         for trigger in all {
             let when = trigger
                 .sql

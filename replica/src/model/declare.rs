@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value as JsonValue};
 
-use crate::model::codec::Codec;
+use crate::model::codec::{Codec, Kind};
 
 // How a table is shared, and how a setting takes a wish: the same words
 // the server declares its tables with.
@@ -267,6 +267,32 @@ impl Table {
     }
 }
 
+/// The name replicas know the server's wishes by: the engine's own table.
+pub(crate) const WISHES: &str = "sync_wishes";
+
+/// The engine's `sync_wishes` (protocol 4.5), held when a setting is
+/// declared: written on both sides, the replica owning the answer, retired
+/// while an answer the server let go of is not filed, its rows the `Wish`
+/// message. Never declared by a program (names beginning `sync_` are the
+/// engine's), so it is built here and never checked as theirs are.
+pub(crate) fn wishes_table() -> Table {
+    Table::both(WISHES)
+        .replica_owned(&["answered", "outcome", "reason", "answered_at"])
+        .retired("retired_at")
+        .codec(Codec::protobuf(vec![
+            ("id", 1, Kind::String),
+            ("table_name", 2, Kind::String),
+            ("key", 3, Kind::String),
+            ("wanted", 4, Kind::Bytes),
+            ("version", 5, Kind::Uint64),
+            ("note", 6, Kind::String),
+            ("answered", 7, Kind::Uint64),
+            ("outcome", 8, Kind::String),
+            ("reason", 9, Kind::String),
+            ("answered_at", 10, Kind::String),
+        ]))
+}
+
 fn owned(columns: &[&str]) -> Vec<String> {
     columns.iter().map(|c| (*c).to_owned()).collect()
 }
@@ -306,6 +332,11 @@ impl Tables {
 
     pub fn get(&self, name: &str) -> Option<&Table> {
         self.list.iter().find(|t| t.name == name)
+    }
+
+    /// Whether any table is a setting: then the replica holds wishes.
+    pub(crate) fn has_settings(&self) -> bool {
+        self.list.iter().any(|t| t.mirror == Mirror::Setting)
     }
 
     #[cfg(test)]

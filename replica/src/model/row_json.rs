@@ -88,6 +88,31 @@ pub(crate) fn cell_of_sql(kind: ColumnKind, raw_bytes: bool, value: ValueRef<'_>
     }
 }
 
+/// A version as text (protocol §4.5): an integer in decimal; an instant in
+/// UTC, RFC 3339, truncated to the microsecond with six digits and `Z`.
+pub(crate) fn version_text(
+    kind: Option<ColumnKind>,
+    value: rusqlite::types::ValueRef<'_>,
+) -> String {
+    use rusqlite::types::ValueRef;
+    match value {
+        ValueRef::Null => String::new(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(r) if kind == Some(ColumnKind::Integer) => (r as i64).to_string(),
+        ValueRef::Real(r) => r.to_string(),
+        ValueRef::Text(t) => {
+            let text = String::from_utf8_lossy(t);
+            match chrono::DateTime::parse_from_rfc3339(&text) {
+                Ok(instant) => {
+                    magic_sync_proto::json::instant_text(&instant.with_timezone(&chrono::Utc))
+                }
+                Err(_) => text.into_owned(),
+            }
+        }
+        ValueRef::Blob(b) => hex(b),
+    }
+}
+
 fn read_real(value: &JsonValue) -> Result<f64, ValueError> {
     match value {
         JsonValue::Number(n) => n.as_f64(),
@@ -166,6 +191,21 @@ pub(crate) fn key_to_sql(shape: &Shape, parts: &[KeyPart]) -> Vec<SqlValue> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_version_is_text_as_the_protocol_compares_it() {
+        assert_eq!(
+            version_text(Some(ColumnKind::Integer), ValueRef::Integer(7)),
+            "7"
+        );
+        assert_eq!(
+            version_text(
+                Some(ColumnKind::Text),
+                ValueRef::Text(b"2026-10-12T12:00:00.1234567+02:00")
+            ),
+            "2026-10-12T10:00:00.123456Z"
+        );
+    }
 
     const U: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
 

@@ -10,7 +10,7 @@ use magic_sync_proto::key::KeyType;
 use rusqlite::Connection;
 
 use crate::model::codec::Codec;
-use crate::model::declare::{Apply, Mirror, Table, Tables};
+use crate::model::declare::{self, Apply, Mirror, Table, Tables};
 use crate::sql::quote;
 use crate::Error;
 
@@ -82,11 +82,12 @@ pub(crate) struct Shape {
     pub created: Option<usize>,
     /// The columns of a two-way table the replica owns.
     pub owned: Vec<usize>,
-    // Kept for carrying out wishes (protocol §4.5), which a later build does.
-    #[allow(dead_code)]
+    /// The columns of a setting a wish may set, and how it takes one.
     pub desired: Vec<usize>,
-    #[allow(dead_code)]
     pub apply: Apply,
+    /// The engine's `sync_wishes`: its rows go up whole, and its digest
+    /// says each wish's answer.
+    pub wishes: bool,
     pub codec: Codec,
     /// A record without a version: written once.
     pub history: bool,
@@ -133,6 +134,10 @@ impl Shape {
     /// key and the replica's own of a two-way table (only its edits go up).
     pub(crate) fn columns_up(&self) -> Vec<usize> {
         let mut up: Vec<usize> = match self.mirror {
+            // An answer goes up with the wish it answers, as it came.
+            Mirror::Both if self.wishes => (0..self.columns.len())
+                .filter(|&i| Some(i) != self.retired)
+                .collect(),
             Mirror::Both => self.key.iter().chain(&self.owned).copied().collect(),
             _ => (0..self.columns.len()).collect(),
         };
@@ -147,8 +152,32 @@ impl Shape {
     }
 }
 
-/// Reads every declared table's shape, or refuses naming every problem.
+/// Reads every declared table's shape and, when a setting is declared,
+/// the engine's `sync_wishes` last; or refuses naming every problem.
 pub(crate) fn read_all(conn: &Connection, tables: &Tables) -> Result<Vec<Shape>, Error> {
+    let mut shapes = read_declared(conn, tables)?;
+    if tables.has_settings() {
+        shapes.push(read_wishes(conn)?);
+    }
+    Ok(shapes)
+}
+
+/// The shape of the engine's `sync_wishes` as this database has it.
+pub(crate) fn read_wishes(conn: &Connection) -> Result<Shape, Error> {
+    match read_one(conn, &declare::wishes_table())? {
+        Ok(mut shape) => {
+            shape.wishes = true;
+            Ok(shape)
+        }
+        Err(problems) => Err(Error::Schema(format!(
+            "{}: call install first",
+            problems.join("; ")
+        ))),
+    }
+}
+
+/// Reads every declared table's shape, or refuses naming every problem.
+pub(crate) fn read_declared(conn: &Connection, tables: &Tables) -> Result<Vec<Shape>, Error> {
     let mut problems = Vec::new();
     let mut shapes = Vec::new();
     let mut seen = HashSet::new();
@@ -312,6 +341,7 @@ fn read_one(conn: &Connection, table: &Table) -> Result<Result<Shape, Vec<String
         owned,
         desired,
         apply: table.apply.unwrap_or(Apply::Always),
+        wishes: false,
         codec: table.codec.clone(),
         history: table.is_history(),
         by_name,

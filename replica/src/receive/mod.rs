@@ -30,6 +30,7 @@ use crate::receive::let_go::World;
 use crate::receive::outcome::{AppliedTable, Outcome, Rejected};
 use crate::receive::spot::Spot;
 use crate::sql::{is_storage_failure, Transaction};
+use crate::wishes::Answered;
 use crate::Error;
 
 /// What the replica made of a message. Every one of these has been
@@ -38,17 +39,21 @@ use crate::Error;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Received {
     /// A `Down` was applied: the rows written or let go of per table, and
-    /// the rows the replica could not take or let go of.
+    /// the rows the replica could not take or let go of. `wishes`: what the
+    /// wishes offered once it committed were answered, when it changed one.
     Applied {
         tables: Vec<AppliedTable>,
         rejected: Vec<Rejected>,
+        wishes: Vec<Answered>,
     },
     /// An `EndSnapshot` was applied: the tables it covered, the rows it let
     /// go of because the snapshot did not name them, and those it could not.
+    /// `wishes`: what the wishes offered once it committed were answered.
     Ended {
         tables: Vec<String>,
         swept: Vec<AppliedTable>,
         rejected: Vec<Rejected>,
+        wishes: Vec<Answered>,
     },
     /// The server filed these uploads.
     Filed { uploads: Vec<u64> },
@@ -353,11 +358,16 @@ fn learn(plan: &mut Plan, spot: Spot, why: String) -> Result<(), Error> {
 fn report(message: Chained<'_>, outcome: Outcome) -> Received {
     let (tables, rejected) = outcome.report();
     match message {
-        Chained::Down(_) => Received::Applied { tables, rejected },
+        Chained::Down(_) => Received::Applied {
+            tables,
+            rejected,
+            wishes: Vec::new(),
+        },
         Chained::End(end) => Received::Ended {
             tables: end.tables.clone(),
             swept: tables,
             rejected,
+            wishes: Vec::new(),
         },
     }
 }

@@ -17,13 +17,18 @@
 //! A transport failure ends the turn: the loop reports it, pauses (100 ms,
 //! doubling to 30 s) and connects again. Nothing is lost meanwhile: a
 //! message not acknowledged comes again, and an Up not taken is built again.
+//!
+//! Wishes of the replica's settings are offered to their handlers at
+//! start, after each message that changes one (`Replica::receive` does),
+//! and every `Settings::wishes_every` while one waits — connected or not:
+//! a wish carried out offline goes up once the transport is back.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
 use super::{Control, Transport};
-use crate::{Error, Narrowed, Received, Refusal, Replica, TableBacklog};
+use crate::{Answered, Error, Narrowed, Received, Refusal, Replica, TableBacklog};
 
 /// How the loop paces itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +79,9 @@ pub enum Status {
     /// Nothing to take or send: waiting for news. `backlog`: per table
     /// that goes up, what waits to go, or to be filed.
     Waiting { backlog: Vec<TableBacklog> },
+    /// Wishes offered by the loop itself (at start, or again while one
+    /// waits), and what they were answered.
+    Wishes(Vec<Answered>),
     /// The transport failed: connecting again in `retry_in`.
     Disconnected { error: Error, retry_in: Duration },
     /// The replica's own database failed outside a message (building an
@@ -107,6 +115,13 @@ impl fmt::Display for Status {
                 let unsent: u64 = backlog.iter().map(|t| t.unsent).sum();
                 let unfiled: u64 = backlog.iter().map(|t| t.unfiled).sum();
                 write!(f, "waiting ({unsent} rows to send, {unfiled} to be filed)")
+            }
+            Status::Wishes(answered) => {
+                let outcomes: Vec<String> = answered
+                    .iter()
+                    .map(|a| format!("{} {}: {}", a.table, a.key, a.outcome))
+                    .collect();
+                write!(f, "wishes answered: {}", outcomes.join(", "))
             }
             Status::Disconnected { error, retry_in } => {
                 write!(f, "disconnected ({error}); again in {retry_in:?}")
@@ -142,6 +157,7 @@ pub fn run<T: Transport + ?Sized>(
         pauses: Backoff::new(options.first_pause, options.longest_pause),
         holds: Backoff::new(options.first_pause, options.longest_pause),
         held_until: None,
+        wishes_at: Some(Instant::now()),
     };
     while !control.is_stopping() {
         match looping.turn() {
@@ -174,10 +190,14 @@ struct Looping<'a, T: ?Sized, R> {
     /// Until when messages are left where they are (one could not be
     /// taken); Ups still go meanwhile.
     held_until: Option<Instant>,
+    /// When wishes are offered again (at once, on start); `None` while
+    /// none waits.
+    wishes_at: Option<Instant>,
 }
 
 impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     fn turn(&mut self) -> Result<(), Fault> {
+        self.offer_wishes()?;
         if !self.connected {
             self.transport.connect().map_err(Fault::Transport)?;
             self.connected = true;
@@ -215,6 +235,9 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                     // The transport works: a failure after this one is a
                     // blip again, however long the last outage was.
                     self.pauses.reset();
+                    if answered_wishes(&received) {
+                        self.wishes_again()?;
+                    }
                     (self.report)(Status::Applied(received));
                 }
                 Err(error) => {
@@ -279,14 +302,37 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
         Ok(sent_upload)
     }
 
+    /// Offers the wishes due when it is time (at start, and while one
+    /// waits, every `wishes_every`).
+    fn offer_wishes(&mut self) -> Result<(), Fault> {
+        if !self.wishes_at.is_some_and(|at| Instant::now() >= at) {
+            return Ok(());
+        }
+        let answered = self.replica.offer_wishes().map_err(Fault::Replica)?;
+        if !answered.is_empty() {
+            (self.report)(Status::Wishes(answered));
+        }
+        self.wishes_again()
+    }
+
+    /// When wishes are offered next: in `wishes_every` while one waits.
+    fn wishes_again(&mut self) -> Result<(), Fault> {
+        let waiting = self.replica.wishes_due().map_err(Fault::Replica)? > 0;
+        self.wishes_at = waiting.then(|| Instant::now() + self.replica.settings().wishes_every);
+        Ok(())
+    }
+
     /// Waits for news: a message, a poke, a stop, or `poll_every` passing
-    /// (or the end of a hold).
+    /// (or the end of a hold, or wishes to offer again).
     fn wait(&mut self) -> Result<(), Fault> {
         let backlog = self.replica.progress().map_err(Fault::Replica)?;
         (self.report)(Status::Waiting { backlog });
         let mut until = Instant::now() + self.options.poll_every;
         if let Some(held) = self.held_until {
             until = until.min(held);
+        }
+        if let Some(wishes) = self.wishes_at {
+            until = until.min(wishes);
         }
         loop {
             if self.control.is_stopping() || self.control.take_poke() {
@@ -323,5 +369,13 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             Fault::Replica(error) => (self.report)(Status::Failed { error, retry_in }),
         }
         self.control.sleep(retry_in, false);
+    }
+}
+
+/// Whether receiving a message offered wishes and answered some.
+fn answered_wishes(received: &Received) -> bool {
+    match received {
+        Received::Applied { wishes, .. } | Received::Ended { wishes, .. } => !wishes.is_empty(),
+        _ => false,
     }
 }

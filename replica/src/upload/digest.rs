@@ -7,12 +7,13 @@
 //! the write lock, so no write can land between reading them and the rows
 //! the same Up carries.
 
-use magic_sync_proto::digest::{setting_line, Fingerprint};
+use magic_sync_proto::digest::{setting_line, wish_line, Fingerprint};
 use magic_sync_proto::wire::Digest;
 use rusqlite::Connection;
 
 use crate::model::key_sql;
-use crate::model::shape::{ColumnKind, Shape};
+use crate::model::row_json::version_text;
+use crate::model::shape::Shape;
 use crate::sql::quote;
 use crate::Mirror;
 
@@ -46,8 +47,12 @@ fn has_unfiled_writes(conn: &Connection, table: &str) -> rusqlite::Result<bool> 
 }
 
 /// One line per row held: its key (leaving out rows retired and rows
-/// rejected); a setting's, its key, a tab and its version.
+/// rejected); a setting's, its key, a tab and its version; a wish's, its
+/// key, a tab, the version it answered and its outcome, a tab each.
 fn lines(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<String>> {
+    if shape.wishes {
+        return wish_lines(conn);
+    }
     let key = key_sql::key(shape, "t");
     let mut filters = vec![format!(
         "{key} NOT IN (SELECT key FROM sync_rejections WHERE table_name = ?1 AND holds_copy = 1)"
@@ -78,48 +83,26 @@ fn lines(conn: &Connection, shape: &Shape) -> rusqlite::Result<Vec<String>> {
     Ok(lines)
 }
 
-/// A version as text (protocol §4.5): an integer in decimal; an instant in
-/// UTC, RFC 3339, truncated to the microsecond with six digits and `Z`.
-pub(crate) fn version_text(
-    kind: Option<ColumnKind>,
-    value: rusqlite::types::ValueRef<'_>,
-) -> String {
-    use rusqlite::types::ValueRef;
-    match value {
-        ValueRef::Null => String::new(),
-        ValueRef::Integer(i) => i.to_string(),
-        ValueRef::Real(r) if kind == Some(ColumnKind::Integer) => (r as i64).to_string(),
-        ValueRef::Real(r) => r.to_string(),
-        ValueRef::Text(t) => {
-            let text = String::from_utf8_lossy(t);
-            match chrono::DateTime::parse_from_rfc3339(&text) {
-                Ok(instant) => {
-                    magic_sync_proto::json::instant_text(&instant.with_timezone(&chrono::Utc))
-                }
-                Err(_) => text.into_owned(),
-            }
-        }
-        ValueRef::Blob(b) => crate::model::value::hex(b),
+/// Each wish held, not retired nor rejected: answered (its answer is of
+/// the version it holds) or not.
+fn wish_lines(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT id, answered = version AND outcome <> '', answered, outcome FROM sync_wishes
+         WHERE retired_at IS NULL AND id NOT IN
+             (SELECT key FROM sync_rejections WHERE table_name = 'sync_wishes' AND holds_copy = 1)",
+    )?;
+    let mut rows = statement.query([])?;
+    let mut lines = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let answered: bool = row.get(1)?;
+        let version: i64 = row.get(2)?;
+        let outcome: String = row.get(3)?;
+        let version = version.to_string();
+        lines.push(wish_line(
+            &id,
+            answered.then_some((version.as_str(), outcome.as_str())),
+        ));
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rusqlite::types::ValueRef;
-
-    #[test]
-    fn a_version_is_text_as_the_protocol_compares_it() {
-        assert_eq!(
-            version_text(Some(ColumnKind::Integer), ValueRef::Integer(7)),
-            "7"
-        );
-        assert_eq!(
-            version_text(
-                Some(ColumnKind::Text),
-                ValueRef::Text(b"2026-10-12T12:00:00.1234567+02:00")
-            ),
-            "2026-10-12T10:00:00.123456Z"
-        );
-    }
+    Ok(lines)
 }

@@ -8,7 +8,7 @@ use magic_sync_replica::proto::wire::{
     to_replica::Body, Down, DownTable, EndSnapshot, Filed, ToReplica, Up,
 };
 use magic_sync_replica::proto::PROTOCOL;
-use magic_sync_replica::{install, Received, Replica, Settings, Table, Tables};
+use magic_sync_replica::{install, Direct, Mirror, Received, Replica, Settings, Table, Tables};
 use prost::Message;
 use rusqlite::Connection;
 use serde_json::Value;
@@ -84,10 +84,26 @@ impl Shop {
     }
 
     pub fn open_with(&self, tables: Tables) -> Replica {
+        let settings = handled(&tables, Settings::default());
+        self.open_with_settings(tables, settings)
+    }
+
+    pub fn open_with_settings(&self, tables: Tables, settings: Settings) -> Replica {
         let mut conn = self.connect();
         install(&mut conn, &tables).unwrap();
-        Replica::open(conn, tables, me(), Settings::default()).unwrap()
+        Replica::open(conn, tables, me(), settings).unwrap()
     }
+}
+
+/// The settings, with every setting declared that has no handler given
+/// one that only writes the database (`Direct`).
+pub fn handled(tables: &Tables, mut settings: Settings) -> Settings {
+    for table in tables.iter().filter(|t| t.mirror() == Mirror::Setting) {
+        if !settings.wishes.tables().any(|t| t == table.name()) {
+            settings.wishes = settings.wishes.on(table.name(), Direct);
+        }
+    }
+    settings
 }
 
 pub fn connect(path: &Path) -> Connection {

@@ -18,7 +18,7 @@ use std::io;
 use std::path::Path;
 
 use magic_sync_replica::{
-    install, Apply, Codec, Field, Kind, Lane, Mirror, Replica, Settings, Table, Tables,
+    install, Apply, Codec, Field, Kind, Lane, Mirror, Replica, Settings, Table, Tables, Wishes,
 };
 use rusqlite::Connection;
 use serde_json::{Map, Value};
@@ -87,7 +87,11 @@ fn make(db: &str, declared: Declared, me: Uuid) -> Result<Replica, Failure> {
         .map_err(failed)?;
     make_schema(&mut conn, &declared.schema)?;
     install(&mut conn, &declared.tables)?;
-    let mut settings = Settings::default();
+    // The command line holds wishes, and leaves them to the program.
+    let mut settings = Settings {
+        wishes: Wishes::none_carried_out(),
+        ..Settings::default()
+    };
     if let Some(lanes) = declared.lanes {
         settings.lanes = lanes;
     }

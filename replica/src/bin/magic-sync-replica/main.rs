@@ -174,7 +174,7 @@ fn show(replica: &Replica) -> Result<Value, Failure> {
         .map_err(storage)?
         .collect::<Result<_, _>>()
         .map_err(storage)?;
-    Ok(json!({
+    let mut answer = json!({
         "replica": replica.me().to_string(),
         "last_applied": {"epoch": applied.epoch, "sequence": applied.sequence, "nonce": applied.nonce},
         "gap": applied.gap,
@@ -182,7 +182,40 @@ fn show(replica: &Replica) -> Result<Value, Failure> {
         "holds": holds,
         "backlog": backlog,
         "rejections": rejections,
-    }))
+    });
+    let has_settings = replica
+        .tables()
+        .iter()
+        .any(|t| t.mirror() == magic_sync_replica::Mirror::Setting);
+    if has_settings {
+        answer["wishes"] = Value::Array(wishes(conn).map_err(storage)?);
+    }
+    Ok(answer)
+}
+
+/// The wishes held, each with its answer (when it answered this version).
+fn wishes(conn: &rusqlite::Connection) -> rusqlite::Result<Vec<Value>> {
+    let mut statement = conn.prepare(
+        "SELECT id, table_name, key, version, note, answered = version AND outcome <> '',
+                outcome, reason, answered_at, retired_at IS NOT NULL
+         FROM sync_wishes ORDER BY rowid",
+    )?;
+    let rows = statement.query_map([], |r| {
+        let answered: bool = r.get(5)?;
+        let text = |i: usize| -> rusqlite::Result<Value> {
+            Ok(match answered {
+                true => json!(r.get::<_, String>(i)?),
+                false => Value::Null,
+            })
+        };
+        Ok(json!({
+            "id": r.get::<_, String>(0)?, "table": r.get::<_, String>(1)?,
+            "key": r.get::<_, String>(2)?, "version": r.get::<_, i64>(3)?.to_string(),
+            "note": r.get::<_, String>(4)?, "outcome": text(6)?, "reason": text(7)?,
+            "answered_at": text(8)?, "retired": r.get::<_, bool>(9)?,
+        }))
+    })?;
+    rows.collect()
 }
 
 fn describe(received: &Received) -> Value {
@@ -194,13 +227,16 @@ fn describe(received: &Received) -> Value {
             .into()
     };
     match received {
-        Received::Applied { tables, rejected } => {
+        Received::Applied {
+            tables, rejected, ..
+        } => {
             json!({"applied": keys(tables), "rejected": rejected.len()})
         }
         Received::Ended {
             tables,
             swept,
             rejected,
+            ..
         } => json!({"ended": tables, "swept": keys(swept), "rejected": rejected.len()}),
         Received::Filed { uploads } => json!({"filed": uploads}),
         Received::Already { sequence } => json!({"already": sequence}),
