@@ -22,7 +22,7 @@ use golden::{hex, Line, EPOCH, SECRET};
 use magic_sync_proto::wire::{
     to_replica::Body, Down, DownTable, EndSnapshot, Filed, ToReplica, UpTable, Wish,
 };
-use magic_sync_replica::{install, Apply, Replica, Settings, Table, Tables};
+use magic_sync_replica::{install, Apply, Direct, Replica, Settings, Table, Tables, Wishes};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use prost::Message;
@@ -56,6 +56,15 @@ fn tables() -> Tables {
             .desired(&["text"])
             .apply(Apply::Always),
     ])
+}
+
+/// The footers live only in the register's database: a wish of one is
+/// written as it comes.
+fn settings() -> Settings {
+    Settings {
+        wishes: Wishes::new().on("footers", Direct),
+        ..Settings::default()
+    }
 }
 
 fn id(n: u128) -> Uuid {
@@ -206,7 +215,7 @@ impl Register {
             .unwrap();
         conn.execute_batch(REGISTER_SCHEMA).unwrap();
         install(&mut conn, &tables()).unwrap();
-        let replica = Replica::open(conn, tables(), id, Settings::default()).unwrap();
+        let replica = Replica::open(conn, tables(), id, settings()).unwrap();
         Register {
             id,
             file,
@@ -252,7 +261,7 @@ impl Register {
         conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA recursive_triggers = ON;")
             .unwrap();
         install(&mut conn, &tables()).unwrap();
-        self.replica = Some(Replica::open(conn, tables(), self.id, Settings::default()).unwrap());
+        self.replica = Some(Replica::open(conn, tables(), self.id, settings()).unwrap());
     }
 }
 

@@ -116,6 +116,7 @@ fn digests(pg: &mut Client, a: Uuid) -> Digests {
 fn saying_digests() -> Settings {
     Settings {
         digests_every: Duration::ZERO,
+        wishes: common::carried_out_directly(&tables()),
         ..Settings::default()
     }
 }

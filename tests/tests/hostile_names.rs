@@ -318,7 +318,11 @@ impl HostileShop {
     /// The replica `id` of `tables`, opened on its file holding `schema`.
     fn open_replica(&self, id: Uuid, schema: &str, tables: Tables) -> Replica {
         let file = self.dir.path().join(format!("{id}.db"));
-        common::open_replica(&file, schema, tables, id, Settings::default())
+        let settings = Settings {
+            wishes: common::carried_out_directly(&tables),
+            ..Settings::default()
+        };
+        common::open_replica(&file, schema, tables, id, settings)
     }
 
     /// A relay pass (what the inbox keeps filed first, as the worker does),

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use magic_sync_replica::queue;
-use magic_sync_replica::{install, Received, Replica, Settings, Table, Tables};
+use magic_sync_replica::{install, Direct, Mirror, Received, Replica, Settings, Table, Tables, Wishes};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use rusqlite::Connection;
@@ -146,6 +146,15 @@ pub fn open_replica(
     conn.execute_batch(schema).unwrap();
     install(&mut conn, &tables).unwrap();
     Replica::open(conn, tables, me, settings).unwrap()
+}
+
+/// Wishes of every setting of `tables` written as they come: the settings
+/// of these tests live only in the database.
+pub fn carried_out_directly(tables: &Tables) -> Wishes {
+    tables
+        .iter()
+        .filter(|t| t.mirror() == Mirror::Setting)
+        .fold(Wishes::new(), |wishes, t| wishes.on(t.name(), Direct))
 }
 
 pub fn held_by(replica: &Replica) -> Vec<Product> {
