@@ -996,3 +996,14 @@ fn a_tool_that_opens_the_replica_as_recorded_holds_wishes_and_carries_none_out()
     assert_eq!(tool.wishes_due().unwrap(), 0);
     assert_eq!(held_answer(&tool, &w.id).1, "waiting");
 }
+
+#[test]
+fn a_reason_is_cut_to_512_bytes_at_a_character() {
+    let (_shop, mut replica, mut server) =
+        register(By(|_: &Wish| Outcome::Refused("é".repeat(400))));
+    let w = footer_wish(1, "Open on Sundays", T0, 7);
+    apply(&mut replica, &server.down(vec![one(&w)]));
+    let (_, outcome, reason) = held_answer(&replica, &w.id);
+    assert_eq!(outcome, "refused");
+    assert_eq!(reason, "é".repeat(256));
+}
