@@ -1007,3 +1007,40 @@ fn a_reason_is_cut_to_512_bytes_at_a_character() {
     assert_eq!(outcome, "refused");
     assert_eq!(reason, "é".repeat(256));
 }
+
+#[test]
+fn the_engines_triggers_keep_what_the_server_wished_from_the_program() {
+    let (shop, mut replica, mut server) = register(Printer::default());
+    let w = footer_wish(1, "Open on Sundays", T0, 7);
+    apply(&mut replica, &server.down(vec![one(&w)]));
+    let conn = replica.connection();
+    let edit = conn.execute("UPDATE sync_wishes SET wanted = x'00'", []);
+    assert!(
+        edit.unwrap_err()
+            .to_string()
+            .contains("the replica writes only answered"),
+        "a column the server owns"
+    );
+    let made = conn.execute("INSERT INTO sync_wishes (id) VALUES (?1)", [uuid(0x3009)]);
+    assert!(made
+        .unwrap_err()
+        .to_string()
+        .contains("begins on the server"));
+    let gone = conn.execute("DELETE FROM sync_wishes", []);
+    assert!(gone.is_err(), "the replica deletes no wish");
+    // What a program's migrations paste carries them too.
+    let printed = magic_sync_replica::triggers(&shop.connect(), &tables()).unwrap();
+    assert!(
+        printed.contains("sync_sync_wishes_refuse_insert"),
+        "{printed}"
+    );
+}
+
+#[test]
+fn the_triggers_printed_for_migrations_without_the_engines_tables_cover_the_wishes() {
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.execute_batch(SCHEMA).unwrap();
+    let printed = magic_sync_replica::triggers(&conn, &tables()).unwrap();
+    assert!(printed.contains("ON \"sync_wishes\""), "{printed}");
+    assert!(printed.contains("sync_footers_note_update"), "{printed}");
+}
