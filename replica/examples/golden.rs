@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use golden_shared::*;
 use magic_sync_replica::proto::wire::{
-    to_replica::Body, Down, DownTable, EndSnapshot, Filed, ToReplica,
+    to_replica::Body, Down, DownTable, EndSnapshot, Filed, ToReplica, Wish,
 };
 use magic_sync_replica::proto::{LARGEST_NUMBER, PROTOCOL};
 use prost::Message;
@@ -137,6 +137,30 @@ fn products(rows: &[(u128, &str, i64, &str)]) -> DownTable {
         );
     }
     t
+}
+
+/// A wish of the replica's footer, as the server sends it: the footer row
+/// with the wished text laid over it.
+fn footer_wish(n: u128, text: &str, version: u64) -> Wish {
+    Wish {
+        id: id(0x3000 + n),
+        table: "footers".into(),
+        key: ME.into(),
+        wanted: serde_json::to_vec(&json!({"register_id": ME, "text": text, "changed": "1"}))
+            .unwrap(),
+        version,
+        note: "the head office".into(),
+        ..Wish::default()
+    }
+}
+
+fn wishes(list: &[Wish]) -> DownTable {
+    DownTable {
+        table: WISHES.into(),
+        keys: list.iter().map(|w| w.id.clone()).collect(),
+        upserts: list.iter().map(|w| w.encode_to_vec()).collect(),
+        ..DownTable::default()
+    }
 }
 
 fn deletes(table: &str, keys: &[String]) -> DownTable {
@@ -277,6 +301,29 @@ fn to_replica() -> String {
         &s.begin(5, vec![products(&[(1, "tea", 3, t1), (7, "honey", 8, t1)])]),
     );
     f.line("its_provisioning_ends", &s.end(&["products"]));
+    f.writes(
+        "the_replica_writes_its_footer",
+        &json!({"register_id": ME, "text": "Thank you", "changed": "1"}),
+    );
+    f.line(
+        "a_wish_of_a_setting_the_replica_holds",
+        &s.down(vec![wishes(&[footer_wish(1, "Open on Sundays", 4242)])]),
+    );
+    f.line(
+        "a_provisioning_that_carries_the_wish_replaced",
+        &s.begin(
+            6,
+            vec![
+                products(&[(1, "tea", 3, t1), (7, "honey", 8, t1)]),
+                wishes(&[footer_wish(1, "Open every day", 4343)]),
+            ],
+        ),
+    );
+    f.line("its_end_names_the_wishes", &s.end(&["products", WISHES]));
+    f.line(
+        "the_wish_withdrawn",
+        &s.down(vec![deletes(WISHES, &[id(0x3001)])]),
+    );
     f.text
 }
 

@@ -356,3 +356,60 @@ fn show_into_a_pipe_closed_early_ends_quietly_in_success() {
         assert_eq!(out.status.code(), Some(0));
     }
 }
+
+#[test]
+fn a_replica_with_a_setting_shows_its_wishes_and_the_command_line_carries_none_out() {
+    let declarations = json!({
+        "schema": ["CREATE TABLE footers (register_id BLOB PRIMARY KEY, text TEXT NOT NULL, changed INTEGER NOT NULL)"],
+        "tables": [{"name": "footers", "mirror": "setting", "origin": "register_id",
+                    "version": "changed", "desired": ["text"]}]
+    });
+    let place = Place::new(&declarations);
+    let made = place.init(&my_id());
+    assert!(made.status.success(), "{}", stderr(&made));
+    let db = place.db();
+    assert_eq!(run(&["show", text(&db)])["wishes"], json!([]));
+    let conn = connect(&db);
+    conn.execute(
+        "INSERT INTO footers VALUES (?1, 'Thank you', 1)",
+        [me().as_bytes().to_vec()],
+    )
+    .unwrap();
+    drop(conn);
+    let mut server = Server::new();
+    let wish = magic_sync_replica::proto::wire::Wish {
+        id: uuid(0x3001),
+        table: "footers".into(),
+        key: my_id(),
+        wanted: serde_json::to_vec(
+            &json!({"register_id": my_id(), "text": "Open on Sundays", "changed": "1"}),
+        )
+        .unwrap(),
+        version: 7,
+        note: "the head office".into(),
+        ..Default::default()
+    };
+    let begin = place.file(
+        "begin.bin",
+        &server.begin(vec![Part(magic_sync_replica::proto::wire::DownTable {
+            table: "sync_wishes".into(),
+            keys: vec![wish.id.clone()],
+            upserts: vec![prost::Message::encode_to_vec(&wish)],
+            ..Default::default()
+        })]),
+    );
+    let end = place.file("end.bin", &server.end(&["sync_wishes"]));
+    run(&["apply", text(&db), text(&begin)]);
+    run(&["apply", text(&db), text(&end)]);
+    let shown = run(&["show", text(&db)]);
+    assert_eq!(
+        shown["wishes"],
+        json!([{"id": uuid(0x3001), "table": "footers", "key": my_id(), "version": "7",
+                "note": "the head office", "outcome": null, "reason": null,
+                "answered_at": null, "retired": false}])
+    );
+    let footer: String = connect(&db)
+        .query_row("SELECT text FROM footers", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(footer, "Thank you", "left to the program's handler");
+}

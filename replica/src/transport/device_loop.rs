@@ -305,7 +305,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     /// Offers the wishes due when it is time (at start, and while one
     /// waits, every `wishes_every`).
     fn offer_wishes(&mut self) -> Result<(), Fault> {
-        if !self.wishes_at.is_some_and(|at| Instant::now() >= at) {
+        if self.wishes_at.is_none_or(|at| Instant::now() < at) {
             return Ok(());
         }
         let answered = self.replica.offer_wishes().map_err(Fault::Replica)?;

@@ -13,6 +13,7 @@ mod due;
 mod handler;
 mod held;
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,6 +204,10 @@ impl Offering<'_> {
     }
 }
 
+/// How many times one offering carries out a wish replaced while it was
+/// being carried out.
+const REPLACED_AGAIN: usize = 3;
+
 /// Carries out every wish due, one at a time, each read again just
 /// before; answers what it answered. Nothing while a snapshot is in
 /// progress: its end may let go of a wish.
@@ -212,7 +217,9 @@ pub(crate) fn offer(o: &Offering<'_>, running: &mut Running) -> rusqlite::Result
     }
     running.forget_finished();
     let mut answered = Vec::new();
-    for id in held::due(o.conn)? {
+    let mut queue: VecDeque<(String, usize)> =
+        held::due(o.conn)?.into_iter().map(|id| (id, 0)).collect();
+    while let Some((id, replaced)) = queue.pop_front() {
         // Replaced, withdrawn or answered since the list was read.
         let Some(wish) = held::read(o.conn, &id)?.filter(held::Held::is_due) else {
             continue;
@@ -232,17 +239,23 @@ pub(crate) fn offer(o: &Offering<'_>, running: &mut Running) -> rusqlite::Result
                 answer::Given::from_outcome(outcome, carry)
             }
         };
-        if let Some(a) = answer::record(o, &wish, given)? {
-            log::info!(
-                "the wish {} of {} {}: {} {}",
-                a.id,
-                a.table,
-                a.key,
-                a.outcome,
-                a.reason
-            );
-            answered.push(a);
-        }
+        let Some(a) = answer::record(o, &wish, given)? else {
+            // Replaced while it was carried out: the new one is carried
+            // out next (a few times at most, should it keep changing).
+            if replaced < REPLACED_AGAIN {
+                queue.push_back((id, replaced + 1));
+            }
+            continue;
+        };
+        log::info!(
+            "the wish {} of {} {}: {} {}",
+            a.id,
+            a.table,
+            a.key,
+            a.outcome,
+            a.reason
+        );
+        answered.push(a);
     }
     Ok(answered)
 }

@@ -4,7 +4,9 @@
 #![allow(dead_code)] // each side uses part of it
 
 use magic_sync_replica::proto::wire::ToReplica;
-use magic_sync_replica::{install, Error, Received, Replica, Settings, Table, Tables};
+use magic_sync_replica::{
+    install, Apply, Direct, Error, Received, Replica, Settings, Table, Tables, Wishes,
+};
 use prost::Message;
 use rusqlite::Connection;
 use serde_json::{json, Value};
@@ -16,6 +18,8 @@ pub const ME: &str = "01960000-0000-7000-8000-0000000000aa";
 pub const LOST: &str = "lost on the way";
 /// Not a message: the replica writes a row of its own (the hex is its JSON).
 pub const WRITES: &str = "writes";
+/// The name replicas know the server's wishes by.
+pub const WISHES: &str = "sync_wishes";
 
 pub const SCHEMA: &str = "
     CREATE TABLE products (
@@ -30,6 +34,11 @@ pub const SCHEMA: &str = "
         register_id BLOB,
         product_id  BLOB REFERENCES products (id),
         total       INTEGER
+    );
+    CREATE TABLE footers (
+        register_id BLOB PRIMARY KEY,
+        text        TEXT NOT NULL,
+        changed     INTEGER NOT NULL
     );
 ";
 
@@ -47,7 +56,8 @@ pub const TO_REPLICA_HEADER: &str = "\
 # gap (does not follow the last applied: nothing applied until a snapshot
 # begins), lost on the way (the server sent it and the replica never got
 # it: do not deliver it). `writes` is no message: the replica writes a row
-# of its own, the hex being that receipt as JSON.
+# of its own, the hex being that row as JSON: a receipt, or (a row with a
+# `text`) its footer.
 #
 # The replica holds (SQLite, foreign keys on):
 #   products (id BLOB PRIMARY KEY, name TEXT NOT NULL,
@@ -55,11 +65,21 @@ pub const TO_REPLICA_HEADER: &str = "\
 #     declared a catalog, retired by retired_at, rows as JSON;
 #   receipts (id TEXT PRIMARY KEY, register_id BLOB,
 #             product_id BLOB REFERENCES products (id), total INTEGER)
-#     declared a record of its own, origin register_id.
+#     declared a record of its own, origin register_id;
+#   footers (register_id BLOB PRIMARY KEY, text TEXT NOT NULL,
+#            changed INTEGER NOT NULL)
+#     declared a setting, origin register_id, version changed, desired
+#     text, apply always, rows as JSON; every wish of it is applied (a
+#     handler that only writes the database);
+#   sync_wishes, the engine's: the server's wishes (rows the Wish message,
+#     keyed by id), each shown with the replica's answer (answered,
+#     outcome, reason; when it answered is left out).
 # Its id is 01960000-0000-7000-8000-0000000000aa.
 #
-# The steps of a wish of a setting and its withdrawal are not here yet:
-# wishes come with settings in a later build.
+# A wish is carried out once the message that brought it committed and no
+# snapshot is in progress: its footer then shows the wished text, its
+# version one more, and the wish its answer. The replica sends up nothing
+# here, so an answer is never filed: a wish withdrawn is retired.
 ";
 
 pub const MALFORMED_HEADER: &str = "\
@@ -75,7 +95,8 @@ pub const MALFORMED_HEADER: &str = "\
 # the row's, not the message's): applied, ended.
 #
 # The replica holds the tables of to_replica.txt (products, a catalog;
-# receipts, its own) and takes up to 500 rows, tables or uploads a message.
+# receipts, its own; footers, a setting) and takes up to 500 rows, tables
+# or uploads a message.
 ";
 
 /// A replica in a fresh directory, as the golden runs hold it.
@@ -88,7 +109,20 @@ pub fn tables() -> Tables {
     Tables::new(vec![
         Table::catalog("products").retired("retired_at"),
         Table::record("receipts").origin("register_id"),
+        Table::setting("footers")
+            .origin("register_id")
+            .version("changed")
+            .desired(&["text"])
+            .apply(Apply::Always),
     ])
+}
+
+/// How the golden runs open the replica: every wish of a footer applied.
+pub fn settings() -> Settings {
+    Settings {
+        wishes: Wishes::new().on("footers", Direct),
+        ..Settings::default()
+    }
 }
 
 impl Run {
@@ -100,7 +134,7 @@ impl Run {
         conn.execute_batch(SCHEMA).unwrap();
         install(&mut conn, &tables()).unwrap();
         let me = uuid::Uuid::parse_str(ME).unwrap();
-        let replica = Replica::open(conn, tables(), me, Settings::default()).unwrap();
+        let replica = Replica::open(conn, tables(), me, settings()).unwrap();
         Run { _dir: dir, replica }
     }
 
@@ -109,7 +143,8 @@ impl Run {
         verdict(self.replica.receive(bytes))
     }
 
-    /// The replica writes a receipt given as JSON.
+    /// The replica writes a receipt, or its footer (a row with a `text`),
+    /// given as JSON.
     pub fn write(&mut self, json: &[u8]) {
         let row: Value = serde_json::from_slice(json).unwrap();
         let uuid = |v: &Value| {
@@ -118,6 +153,22 @@ impl Run {
                 .as_bytes()
                 .to_vec()
         };
+        if let Some(text) = row.get("text") {
+            self.replica
+                .connection()
+                .execute(
+                    "INSERT INTO footers (register_id, text, changed) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (register_id) DO UPDATE
+                     SET text = excluded.text, changed = excluded.changed",
+                    rusqlite::params![
+                        uuid(&row["register_id"]),
+                        text.as_str().unwrap(),
+                        row["changed"].as_str().unwrap().parse::<i64>().unwrap()
+                    ],
+                )
+                .unwrap();
+            return;
+        }
         self.replica
             .connection()
             .execute(
@@ -163,7 +214,39 @@ impl Run {
                 }))
             },
         );
-        json!({"products": products, "receipts": receipts}).to_string()
+        let footers = rows(
+            conn,
+            "SELECT lower(hex(register_id)), text, changed FROM footers ORDER BY register_id",
+            |r| {
+                Ok(json!({
+                    "register_id": hyphenate(&r.get::<_, String>(0)?),
+                    "text": r.get::<_, String>(1)?,
+                    "changed": r.get::<_, i64>(2)?.to_string(),
+                }))
+            },
+        );
+        let wishes = rows(
+            conn,
+            "SELECT id, table_name, key, version, answered, outcome, reason, retired_at IS NOT NULL
+             FROM sync_wishes ORDER BY id",
+            |r| {
+                let mut row = json!({
+                    "id": r.get::<_, String>(0)?,
+                    "table": r.get::<_, String>(1)?,
+                    "key": r.get::<_, String>(2)?,
+                    "version": r.get::<_, i64>(3)?.to_string(),
+                    "answered": r.get::<_, i64>(4)?.to_string(),
+                    "outcome": r.get::<_, String>(5)?,
+                    "reason": r.get::<_, String>(6)?,
+                });
+                if r.get::<_, bool>(7)? {
+                    row["retired"] = json!(true);
+                }
+                Ok(row)
+            },
+        );
+        json!({"products": products, "receipts": receipts, "footers": footers, WISHES: wishes})
+            .to_string()
     }
 }
 
