@@ -13,8 +13,8 @@ mod golden_shared;
 
 use std::path::Path;
 
-use golden_shared::{tables, Run as GoldenRun, LOST, ME, WRITES};
-use magic_sync_replica::{Replica, Settings};
+use golden_shared::{settings, tables, Run as GoldenRun, LOST, ME, WRITES};
+use magic_sync_replica::Replica;
 use magic_sync_tests::fuzz::replica::{fuzz, malformed_cases, Corpus};
 use magic_sync_tests::fuzz::{unhex, Run};
 
@@ -57,7 +57,7 @@ fn replay(corpus: &mut Corpus, file: &str) {
 
 fn open(conn: rusqlite::Connection) -> Replica {
     let me = uuid::Uuid::parse_str(ME).unwrap();
-    Replica::open(conn, tables(), me, Settings::default()).unwrap()
+    Replica::open(conn, tables(), me, settings()).unwrap()
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::open_replica;
 use magic_sync_replica::queue;
@@ -327,7 +328,13 @@ impl Register {
 const FIRST: &str = "2026-10-01T10:00:00.000000Z";
 
 fn open(file: &Path, me: Uuid, printer: &Printer) -> Replica {
+    open_with(file, me, printer, Settings::default().digests_every)
+}
+
+/// The register, saying its digests this often.
+fn open_with(file: &Path, me: Uuid, printer: &Printer, digests_every: Duration) -> Replica {
     let settings = Settings {
+        digests_every,
         wishes: Wishes::new()
             .on("footers", printer.clone())
             .on("banners", printer.clone()),
@@ -547,6 +554,26 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
         dump.to_str().unwrap(),
     ]));
     shop.pg = shop.cluster.connect("shop");
+    // Nothing moves until the register says its digests (hourly): an hour
+    // later, its Up says where it stands and what it holds.
+    let printer = register.printer.clone();
+    drop(register.replica);
+    register.replica = open_with(
+        &shop.file_of(register.id),
+        register.id,
+        &printer,
+        Duration::ZERO,
+    );
+    let up = register.replica.next_up().unwrap().expect("digests are due");
+    let verdict: Value = shop
+        .pg
+        .query_one("SELECT sync.receive($1, $2)", &[&register.id, &up.bytes])
+        .unwrap()
+        .get(0);
+    register.replica.sent(&up).unwrap();
+    eprintln!("the register's digests, an hour later: {verdict}");
+    drop(register.replica);
+    register.replica = open(&shop.file_of(register.id), register.id, &printer);
     for _ in 0..3 {
         shop.settle(&mut register);
     }

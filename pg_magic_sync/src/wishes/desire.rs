@@ -91,7 +91,7 @@ pub fn read_wished(setting: &Declared, given: &Value) -> Result<Wished, Error> {
         ));
     };
     let if_unchanged = setting.apply == Some(Apply::IfUnchanged);
-    let version = setting.version.as_deref().filter(|_| if_unchanged);
+    let version = setting.version.as_deref();
     let mut wanted = Map::new();
     let mut based_on = None;
     for (column, value) in given {
@@ -101,7 +101,11 @@ pub fn read_wished(setting: &Declared, given: &Value) -> Result<Wished, Error> {
         if setting.desired.contains(column) {
             wanted.insert(column.clone(), value.clone());
         } else if Some(column.as_str()) == version {
-            based_on = Some(value.clone()).filter(|v| !v.is_null());
+            // The row as the operator saw it carries its version: under
+            // always no wish is based on it.
+            if if_unchanged {
+                based_on = Some(value.clone()).filter(|v| !v.is_null());
+            }
         } else {
             let what = if setting.columns.contains(column) {
                 "is not desired"
@@ -123,7 +127,7 @@ pub fn read_wished(setting: &Declared, given: &Value) -> Result<Wished, Error> {
             "Give the values wished of one or more desired columns.",
         ));
     }
-    if let Some(version) = version {
+    if let Some(version) = version.filter(|_| if_unchanged) {
         if based_on.is_none() {
             return Err(Error::bad_input(
                 format!("magic_sync: a wish of {name} is based on a version (apply => 'if_unchanged'), and {version} is missing"),
@@ -326,15 +330,17 @@ mod tests {
             .unwrap_err(),
         );
         assert!(e.contains("colour of footers is no column of it"), "{e}");
-        // Under always, a wish is based on no version.
-        let e = message(
-            read_wished(
-                &footers(Apply::Always),
-                &json!({"register_id": REGISTER, "text": "a", "changed_at": "x"}),
-            )
-            .unwrap_err(),
-        );
-        assert!(e.contains("changed_at of footers is not desired"), "{e}");
+    }
+
+    #[test]
+    fn under_always_the_version_of_the_row_as_seen_is_taken_and_no_wish_is_based_on_it() {
+        let wished = read_wished(
+            &footers(Apply::Always),
+            &json!({"register_id": REGISTER, "text": "a", "changed_at": "2026-10-12T10:00:00Z"}),
+        )
+        .unwrap();
+        assert_eq!(Value::Object(wished.wanted), json!({"text": "a"}));
+        assert_eq!(wished.based_on, None);
     }
 
     #[test]
