@@ -170,7 +170,7 @@ mod tests {
         run(SHOP);
         run(&format!(
             "INSERT INTO sync.inbox (replica, table_name, key, op, row, reason, waiting, retry_at) \
-             VALUES ('{A}', 'sync_wishes', '{WISH}', 'u', '{{}}', 'waits', true, now())"
+             VALUES ('{A}', 'sync_wishes', '{WISH}', 'u', '{{}}', 'refused', false, now() + interval '1 hour')"
         ));
         let verdict = receive(&applied_with(vec![digest_of(&[wish_line(WISH, None)])]));
         assert_eq!(
