@@ -165,6 +165,47 @@ mod tests {
         assert_eq!(verdict["digests"]["then"], "provisioned again");
     }
 
+    /// The state the listing says the replica is in, and its wishes.
+    fn listed() -> (String, Value) {
+        let listing = Spi::get_one::<pgrx::JsonB>("SELECT sync.listing()")
+            .unwrap()
+            .unwrap()
+            .0;
+        let line = &listing["replicas"][0];
+        (
+            line["state"].as_str().unwrap().to_owned(),
+            line["wishes"].clone(),
+        )
+    }
+
+    #[pg_test]
+    fn a_replica_with_a_wish_not_answered_is_catching_up_and_one_waiting_is_answered() {
+        run(SHOP);
+        // Everything else where it should be: every message confirmed, no
+        // change waiting to be planned.
+        run(&format!(
+            "UPDATE sync.replicas SET applied_sequence = 11, applied_nonce = 1100 WHERE id = '{A}'; \
+             DELETE FROM sync.notes"
+        ));
+        let (state, wishes) = listed();
+        assert_eq!(state, "catching_up");
+        assert_eq!(wishes["pending"], 1);
+        run(&format!(
+            "UPDATE sync.sync_wishes SET answered = 7, outcome = 'waiting', reason = 'off' WHERE id = '{WISH}'"
+        ));
+        let (state, wishes) = listed();
+        assert_eq!(state, "synced");
+        assert_eq!(
+            (wishes["pending"].clone(), wishes["waiting"].clone()),
+            (json!(0), json!(1))
+        );
+        // An answer of a version replaced since leaves it pending.
+        run(&format!(
+            "UPDATE sync.sync_wishes SET answered = 5, outcome = 'applied' WHERE id = '{WISH}'"
+        ));
+        assert_eq!(listed().0, "catching_up");
+    }
+
     #[pg_test]
     fn a_digest_of_sync_wishes_waits_while_the_inbox_keeps_answers_of_the_replica() {
         run(SHOP);
