@@ -3,6 +3,17 @@
 -- snapshot, a scope of live replicas. sync.desire and sync.withdraw are
 -- Rust (pg_magic_sync/src/api/wishing.rs).
 
+-- The table of wishes is noted as a table written on both sides is
+-- (pg_magic_sync/src/catalog/wishes.rs; a change of only the replica's
+-- answer, or of when it was filed, is not noted), and refuses TRUNCATE. Its
+-- triggers are the extension's, so a dump restored has them; the relay's
+-- check holds them to what the engine would write, as every table's.
+CREATE TRIGGER sync_note_row AFTER INSERT OR UPDATE OR DELETE ON sync.sync_wishes
+    FOR EACH ROW EXECUTE FUNCTION sync.note_row('sync_wishes', '', '1', 'id', '0',
+        '5', 'answered', 'outcome', 'reason', 'answered_at', 'filed_at');
+CREATE TRIGGER sync_refuse_truncate BEFORE TRUNCATE ON sync.sync_wishes
+    FOR EACH STATEMENT EXECUTE FUNCTION sync.refuse_truncate();
+
 -- The states a wish is in, those that need attention first: refused (the
 -- replica will not), waiting (it will once it can), pending (on its way,
 -- or not answered yet), superseded (changed on the replica first), applied.

@@ -90,7 +90,7 @@ extension_sql_file!(
 extension_sql_file!(
     "../../sql/wishes.sql",
     name = "wishes",
-    requires = ["status"]
+    requires = ["status", "noting"]
 );
 // Last, once every function exists: EXECUTE on the engine's own taken from
 // PUBLIC.

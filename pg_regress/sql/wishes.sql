@@ -12,16 +12,15 @@ CREATE TABLE shop.counters (register_id uuid NOT NULL, id integer NOT NULL, valu
 SELECT sync.declare_replicas('shop.registers', live => 'active');
 SELECT sync.declare_table('shop.products', sync => 'broadcast');
 
--- No setting yet: nothing is wished, and sync_wishes is not noted.
+-- No setting yet: nothing is wished.
 SELECT sync.desire('footers', '{}');
-SELECT count(*) AS wish_triggers FROM pg_trigger WHERE tgrelid = 'sync.sync_wishes'::regclass;
 
 SELECT sync.declare_table('shop.footers', mirror => 'setting', origin => 'register_id',
                           version => 'changed_at', desired => '{text}', apply => 'if_unchanged');
 SELECT sync.declare_table('shop.counters', mirror => 'setting', origin => 'register_id',
                           version => 'changed_at', desired => '{value}');
--- Once a setting is declared, the engine notes its table of wishes as a
--- table written on both sides (the answer's columns are the replica's).
+-- The engine notes its table of wishes as a table written on both sides
+-- (the answer's columns are the replica's): the extension's triggers.
 SELECT tgname FROM pg_trigger WHERE tgrelid = 'sync.sync_wishes'::regclass ORDER BY tgname;
 SELECT line FROM sync.triggers() AS line WHERE line LIKE '%sync_wishes%';
 
@@ -81,7 +80,7 @@ SELECT count(*) AS wishes FROM sync.sync_wishes;
 -- The relay sends each wish to its replica, and records it held there.
 CALL sync.relay();
 SELECT replica, table_name, key = :'wish' AS the_wish FROM sync.held
- WHERE table_name = 'sync_wishes' ORDER BY replica, key;
+ WHERE table_name = 'sync_wishes' ORDER BY replica, key = :'wish';
 
 -- Where they stand, for the replicas the relay has seen: pending, with
 -- the row the server holds.
@@ -112,38 +111,41 @@ RETURNS bytea LANGUAGE sql AS $$
                                || CASE WHEN restated THEN pg_temp.number(5, 1) ELSE '\x' END)
            || pg_temp.bytes(8, pg_temp.varint(upload)) $$;
 SELECT version AS v FROM sync.sync_wishes WHERE id = :'wish' \gset
+-- A verdict with the wish's id (drawn at random) named.
+CREATE FUNCTION pg_temp.named(verdict jsonb, wish text) RETURNS text LANGUAGE sql AS $$
+    SELECT replace(verdict::text, wish, '<the wish>') $$;
 
 -- An answer of a version replaced since leaves the wish pending.
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :first_version, 'applied'), 71)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :first_version, 'applied'), 71)) -> 'rows', :'wish') AS verdict;
 SELECT sync.wishes(state => 'pending') -> 'total' AS pending;
 -- Waiting, with its reason: answered, and the replica tries again itself.
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'waiting', 'the printer is off'), 72)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'waiting', 'the printer is off'), 72)) -> 'rows', :'wish') AS verdict;
 SELECT w ->> 'state' AS state, w ->> 'reason' AS reason, w ->> 'answered_at' AS answered_at
   FROM jsonb_array_elements(sync.wishes(state => 'waiting') -> 'wishes') AS w;
 -- Applied: final for this version.
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 73)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 73)) -> 'rows', :'wish') AS verdict;
 -- Another answer to the same version, kept back by the transport and
 -- uploaded later, does not take its place; one re-stated does.
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'waiting', 'late'), 74)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'waiting', 'late'), 74)) -> 'rows', :'wish') AS verdict;
 SELECT answered = :v AS this_version, outcome, reason FROM sync.sync_wishes WHERE id = :'wish';
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'refused', 'too long'), 75, true)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'refused', 'too long'), 75, true)) -> 'rows', :'wish') AS verdict;
 SELECT answered = :v AS this_version, outcome, reason FROM sync.sync_wishes WHERE id = :'wish';
 -- Filed under the replica the transport names: another's answer to this
 -- wish is of a row it does not hold (while it is provisioned it waits in
 -- the inbox, and never files over a's); a malformed answer is left out.
-SELECT sync.receive('00000000-0000-0000-0000-00000000000b',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 76)) -> 'rows';
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'done'), 77)) -> 'rows';
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', 0, 'applied'), 78)) -> 'rows';
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied', '', 'noon'), 79)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000b',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 76)) -> 'rows', :'wish') AS verdict;
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'done'), 77)) -> 'rows', :'wish') AS verdict;
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', 0, 'applied'), 78)) -> 'rows', :'wish') AS verdict;
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied', '', 'noon'), 79)) -> 'rows', :'wish') AS verdict;
 SELECT outcome FROM sync.sync_wishes WHERE id = :'wish';
 
 -- The overview counts each replica's wishes by where they stand: one not
@@ -159,13 +161,13 @@ SELECT r ->> 'state' AS state FROM jsonb_array_elements(sync.listing() -> 'repli
 SELECT sync.withdraw('footers', '00000000-0000-0000-0000-00000000000A') AS withdrawn;
 SELECT sync.withdraw('footers', '00000000-0000-0000-0000-00000000000a') AS withdrawn_again;
 SELECT count(*) AS noted FROM sync.notes WHERE table_name = 'sync_wishes';
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 80)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 80)) -> 'rows', :'wish') AS verdict;
 CALL sync.relay();
 SELECT key = :'wish' AS the_wish, leaving IS NOT NULL AS leaving FROM sync.held
  WHERE table_name = 'sync_wishes' AND replica = '00000000-0000-0000-0000-00000000000a' ORDER BY 2;
-SELECT sync.receive('00000000-0000-0000-0000-00000000000a',
-                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 81)) -> 'rows';
+SELECT pg_temp.named(sync.receive('00000000-0000-0000-0000-00000000000a',
+                    pg_temp.answers(:'wish', pg_temp.answer(:'wish', :v, 'applied'), 81)) -> 'rows', :'wish') AS verdict;
 
 -- sync.wishes is a status read: the owner's, and a reader's once allowed.
 CREATE ROLE wish_reader;

@@ -77,7 +77,8 @@ fn relay(pg: &mut Client) {
 }
 
 #[test]
-fn a_wish_reaches_only_its_replica_as_the_wish_row_and_a_withdrawn_one_is_taken_back() {
+fn a_wish_reaches_only_its_replica_as_the_wish_row_is_sent_again_when_replaced_and_taken_back_when_withdrawn(
+) {
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("shop");
     pg.batch_execute(SCHEMA).unwrap();
@@ -139,6 +140,21 @@ fn a_wish_reaches_only_its_replica_as_the_wish_row_and_a_withdrawn_one_is_taken_
         wanted,
         json!({"register_id": A, "text": "Hello", "changed_at": "2026-10-12T10:00:00.123456Z"})
     );
+
+    // Wished again: the same wish, sent again under a new version.
+    pg.execute(
+        "SELECT sync.desire('footers', $1)",
+        &[&json!({"register_id": A, "text": "Hello!", "changed_at": "2026-10-12T10:00:00.123456Z"})],
+    )
+    .unwrap();
+    relay(&mut pg);
+    let sent = parts(&take_all(&mut pg, a));
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].keys, vec![id.to_string()]);
+    let replaced = Wish::decode(sent[0].upserts[0].as_slice()).expect("a Wish");
+    assert_ne!(replaced.version, wish.version, "a new version");
+    let wanted: Value = serde_json::from_slice(&replaced.wanted).unwrap();
+    assert_eq!(wanted["text"], "Hello!");
 
     // Provisioned again: the wish goes with the snapshot, after the
     // setting's recorded keys.

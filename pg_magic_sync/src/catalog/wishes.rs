@@ -63,6 +63,17 @@ pub fn with_wishes(mut tables: Vec<Declared>) -> Vec<Declared> {
     tables
 }
 
+/// The declared tables with the table of wishes, whether or not a setting
+/// is declared: what the note triggers are held against. Its triggers are
+/// the extension's own (sql/wishes.sql), so a dump restored keeps them.
+pub fn noted(mut tables: Vec<Declared>) -> Vec<Declared> {
+    if !tables.iter().any(is_wishes) {
+        let position = tables.iter().map(|t| t.position).max().unwrap_or(0) + 1;
+        tables.push(wishes_table(Vec::new(), position));
+    }
+    tables
+}
+
 /// The table of wishes as a declared table of the settings `settings`.
 pub fn wishes_table(settings: Vec<Declared>, position: i32) -> Declared {
     Declared {
@@ -213,6 +224,9 @@ mod tests {
         assert_eq!(wishes.mirror, Mirror::Both);
         assert_eq!(wishes.wishes_of, vec![footers()]);
         assert_eq!(wishes.replica_owned, ANSWER);
+        // Its triggers are held against the database whether or not.
+        assert_eq!(noted(vec![]).len(), 1);
+        assert_eq!(noted(tables).len(), 3);
     }
 
     #[test]

@@ -246,7 +246,7 @@ fn replicas_problems(replicas: Option<&Replicas>) -> Vec<Problem> {
 
 fn trigger_problems(stored: &[Declared]) -> Vec<Problem> {
     // The engine's table of wishes is noted as a declared table is.
-    let expected = triggers::expected(&wishes::with_wishes(stored.to_vec()));
+    let expected = triggers::expected(&wishes::noted(stored.to_vec()));
     let existing = system_catalog::engine_triggers();
     triggers::findings(&expected, &existing)
         .into_iter()

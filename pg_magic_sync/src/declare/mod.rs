@@ -178,9 +178,9 @@ fn apply(requests: Vec<Request>, touched: Option<&str>, before: &[Declared]) {
     };
     record(&resolved, touched);
     let tables = catalog::declared_tables();
-    // The engine's table of wishes is noted as a declared table is, while a
-    // setting is declared.
-    let noted = wishes::with_wishes(tables.clone());
+    // The engine's table of wishes is noted as a declared table is (its
+    // triggers come with the extension; written again if dropped).
+    let noted = wishes::noted(tables.clone());
     triggers::install(&triggers::expected(&noted), &managed(before, &tables));
     indexes::create_missing(&tables);
 }
@@ -189,7 +189,7 @@ fn apply(requests: Vec<Request>, touched: Option<&str>, before: &[Declared]) {
 /// table (and its group tables) of a declaration, before or after, made
 /// with install => true.
 fn managed(before: &[Declared], after: &[Declared]) -> Vec<String> {
-    let mut relations = vec![wishes::RELATION.to_owned()];
+    let mut relations = Vec::new();
     for table in before.iter().chain(after).filter(|t| t.install) {
         relations.push(table.relation.clone());
         if let Rule::Grouped { members, assigned } = &table.rule {
@@ -221,7 +221,7 @@ fn record_table(r: &Resolved) -> TableRows {
 /// The triggers every declaration needs, one CREATE TRIGGER each, for
 /// users who keep them in their own migrations.
 pub fn triggers_ddl() -> Vec<String> {
-    triggers::expected(&wishes::with_wishes(catalog::declared_tables()))
+    triggers::expected(&wishes::noted(catalog::declared_tables()))
         .iter()
         .map(triggers::Expected::ddl)
         .collect()

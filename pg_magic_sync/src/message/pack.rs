@@ -382,6 +382,29 @@ mod tests {
     }
 
     #[test]
+    fn keys_recorded_of_a_setting_go_in_a_part_of_their_own_and_count_as_rows() {
+        let mut p = Packer::new(limits(3, 1 << 20));
+        for key in ["a", "b"] {
+            assert!(p
+                .push("footers", Op::Recorded, key.into(), None)
+                .unwrap()
+                .is_empty());
+        }
+        // Nothing else of the table joins the part of its recorded keys.
+        upsert(&mut p, "footers", "c", 10);
+        let full = p.push("footers", Op::Recorded, "d".into(), None).unwrap();
+        assert_eq!(full.len(), 1, "three rows fill a body");
+        let first = &full[0].parts;
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].recorded, vec!["a", "b"]);
+        assert!(first[0].upserts.is_empty() && first[0].deletes.is_empty());
+        assert_eq!(first[1].keys, vec!["c"]);
+        assert!(first[1].recorded.is_empty());
+        let last = p.finish().unwrap();
+        assert_eq!(last[0].recorded, vec!["d"]);
+    }
+
+    #[test]
     fn a_delete_after_upserts_starts_a_part() {
         let mut p = Packer::new(Limits::DEFAULT);
         upsert(&mut p, "products", "2", 10);

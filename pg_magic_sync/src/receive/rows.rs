@@ -9,6 +9,9 @@
 //!   it is provisioned again waits (kept, filed once it holds the row); one
 //!   of a row it no longer holds is left out (the server's wins); one of a
 //!   row never sent it is malformed;
+//! - an answer to a wish (a row of `sync_wishes`, a Wish message) is such
+//!   an edit of the engine's own table, filed as the engine, beside its
+//!   wish (wishes/answers.rs); one to a wish withdrawn is left out;
 //! - a catalog row is refused; deletes are taken only in a table keyed by
 //!   the replica, of the sender's own rows;
 //! - the origin column is the sender, whatever the row says; a row naming

@@ -4,6 +4,7 @@
 mod declaring;
 mod filing;
 mod publishing;
+mod wishing;
 
 #[pgrx::pg_schema]
 #[allow(clippy::module_inception)]
