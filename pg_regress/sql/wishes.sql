@@ -46,8 +46,6 @@ SELECT sync.desire('footers', '{"text": "Hi", "changed_at": "2026-10-12T10:00:00
 SELECT sync.desire('footers', '{"register_id": "00000000-0000-0000-0000-00000000000a",
                                 "changed_at": "2026-10-12T10:00:00Z"}');
 SELECT sync.desire('counters', '{"register_id": "00000000-0000-0000-0000-00000000000a", "id": 1,
-                                 "value": "6", "changed_at": "3"}');
-SELECT sync.desire('counters', '{"register_id": "00000000-0000-0000-0000-00000000000a", "id": 1,
                                  "value": "six"}');
 SELECT sync.withdraw('products', '00000000-0000-0000-0000-000000000001');
 SELECT sync.withdraw('footers', 'not a key');

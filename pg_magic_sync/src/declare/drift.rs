@@ -353,21 +353,8 @@ pub fn check_before_pass(declarations: &Declarations) {
         return;
     }
     LAST_CHECKED.set(None);
-    write_the_engines_own_triggers(&declarations.declared());
     refuse_problems(&problems_in(declarations));
     LAST_CHECKED.set(Some(now));
-}
-
-/// The triggers of the engine's own table of wishes are the engine's to
-/// write, not the user's migrations': a restore from a dump loses them (a
-/// dump leaves out triggers on an extension's tables), so the check writes
-/// them again instead of refusing.
-fn write_the_engines_own_triggers(stored: &[Declared]) {
-    let own: Vec<triggers::Expected> = triggers::expected(&wishes::with_wishes(stored.to_vec()))
-        .into_iter()
-        .filter(|e| e.relation == wishes::RELATION)
-        .collect();
-    triggers::install(&own, &[wishes::RELATION.to_owned()]);
 }
 
 /// Refuses with every problem, and every fix in the hint.
