@@ -86,8 +86,16 @@ fn a_register_restored_from_an_older_copy_ends_holding_what_it_should() {
     assert_eq!(filed, expected, "each receipt filed once");
 }
 
-fn pg_tool(name: &str) -> std::path::PathBuf {
-    magic_sync_tests::cluster::bindir().join(name)
+/// One of PostgreSQL's programs, connecting to the shop's cluster.
+fn pg_tool(shop: &Shop, name: &str) -> Command {
+    let mut command = Command::new(magic_sync_tests::cluster::bindir().join(name));
+    command.arg("-h").arg(shop.cluster.socket_dir()).args([
+        "-p",
+        &shop.cluster.port().to_string(),
+        "-U",
+        "postgres",
+    ]);
+    command
 }
 
 fn run_tool(command: &mut Command) {
@@ -99,6 +107,33 @@ fn run_tool(command: &mut Command) {
     );
 }
 
+/// The shop's database dumped (a backup): answers the dump's file.
+fn dump(shop: &Shop) -> std::path::PathBuf {
+    let dump = shop.dir().join("shop.sql");
+    run_tool(pg_tool(shop, "pg_dump").args(["-d", "shop", "-f", dump.to_str().unwrap()]));
+    dump
+}
+
+/// The shop's database dropped and restored from `dump`.
+fn restore(shop: &mut Shop, dump: &Path) {
+    let mut admin = shop.cluster.connect("postgres");
+    shop.pg = shop.cluster.connect("postgres");
+    admin
+        .batch_execute("DROP DATABASE shop WITH (FORCE)")
+        .unwrap();
+    admin.batch_execute("CREATE DATABASE shop").unwrap();
+    run_tool(pg_tool(shop, "psql").args([
+        "-d",
+        "shop",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-f",
+        dump.to_str().unwrap(),
+    ]));
+    shop.reconnect();
+}
+
 #[test]
 fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it_should() {
     let mut shop = Shop::open();
@@ -108,23 +143,7 @@ fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it
     let kept: Vec<Uuid> = sell(&registers[0], &[7, 8]);
     sync_all(&mut shop, &mut registers);
 
-    let dump = shop.dir().join("shop.sql");
-    let socket = shop.cluster.socket_dir().to_owned();
-    let port = shop.cluster.port().to_string();
-    let connection = [
-        "-h",
-        socket.to_str().unwrap(),
-        "-p",
-        &port,
-        "-U",
-        "postgres",
-    ];
-    run_tool(Command::new(pg_tool("pg_dump")).args(connection).args([
-        "-d",
-        "shop",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
+    let dump = dump(&shop);
 
     // The registers move on past what the dump knows.
     for round in 1..=2 {
@@ -135,22 +154,7 @@ fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it
     sync_all(&mut shop, &mut registers);
 
     // The database is restored from the dump.
-    let mut admin = shop.cluster.connect("postgres");
-    shop.pg = shop.cluster.connect("postgres");
-    admin
-        .batch_execute("DROP DATABASE shop WITH (FORCE)")
-        .unwrap();
-    admin.batch_execute("CREATE DATABASE shop").unwrap();
-    run_tool(Command::new(pg_tool("psql")).args(connection).args([
-        "-d",
-        "shop",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
-    shop.reconnect();
+    restore(&mut shop, &dump);
     let epochs_before = shop.count("SELECT count(*) FROM sync.epochs");
 
     // The head office goes on: its next messages are numbered again from
@@ -181,4 +185,28 @@ fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it
             "a receipt filed before the dump is kept"
         );
     }
+}
+
+#[test]
+fn a_server_restored_from_an_older_dump_numbers_its_bodies_and_alarms_past_what_it_restored() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    shop.add_registers(2);
+    // Messages wait in the outbox, their bodies stored, an alarm raised:
+    // all in the dump.
+    shop.relay();
+    shop.run("INSERT INTO sync.alarms (what) VALUES ('before the dump')");
+    let dump = dump(&shop);
+    restore(&mut shop, &dump);
+
+    for table in ["sync.bodies", "sync.alarms"] {
+        let ahead = shop.count(&format!(
+            "SELECT (nextval(pg_get_serial_sequence('{table}', 'id')) > \
+                     (SELECT max(id) FROM {table}))::int::int8"
+        ));
+        assert_eq!(ahead, 1, "{table} numbers past the rows restored");
+    }
+    change_the_catalog(&mut shop, 1);
+    let summary = shop.relay();
+    assert!(summary["bodies"].as_i64() > Some(0), "{summary}");
 }
