@@ -210,3 +210,41 @@ fn a_server_restored_from_an_older_dump_numbers_its_bodies_and_alarms_past_what_
     let summary = shop.relay();
     assert!(summary["bodies"].as_i64() > Some(0), "{summary}");
 }
+
+#[test]
+fn a_server_restored_from_an_older_dump_takes_one_new_epoch_however_often_a_register_says_so() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    let (_, mut registers) = shop.add_registers(2);
+    sync_all(&mut shop, &mut registers);
+    let dump = dump(&shop);
+    for round in 1..=2 {
+        change_the_catalog(&mut shop, round);
+        sync_all(&mut shop, &mut registers);
+    }
+    restore(&mut shop, &dump);
+    let epochs_before = shop.count("SELECT count(*) FROM sync.epochs");
+
+    // No relay runs: each register says again and again what it applied
+    // (past anything the restored database sent it), with a receipt each
+    // time. The first to say so takes the new epoch; the rest is news of a
+    // chain the server has left.
+    for round in 0..3 {
+        for register in registers.iter_mut() {
+            sell(register, &[10 + round]);
+            report(&mut shop.pg, register);
+        }
+    }
+    assert_eq!(
+        shop.count("SELECT count(*) FROM sync.epochs"),
+        epochs_before + 1,
+        "one new epoch"
+    );
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    let products = shop.products();
+    for register in &registers {
+        assert_eq!(products_of(register), products, "{}", register.me());
+    }
+}
