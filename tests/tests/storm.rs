@@ -37,12 +37,14 @@ fn every_register_converges_through_a_storm_of_faults_and_provisionings_stay_rar
             seconds: env("MAGIC_SYNC_STORM_SECONDS"),
             registers: 3,
             settle_every: 10,
+            dump: Some((50, 75)),
         });
         storm.rage();
         println!(
-            "storm seed {seed}: {} rounds, {} settlings, {:.1} s\n{}",
+            "storm seed {seed}: {} rounds, {} settlings, {} new epoch(s) after the dump's restore, {:.1} s\n{}",
             storm.rounds,
             storm.settlings,
+            storm.new_epochs,
             storm.elapsed().as_secs_f64(),
             storm.tally
         );

@@ -1,7 +1,7 @@
 //! The faults the storm injects, counted by kind, and the provisionings
 //! (snapshots begun) each explains. A provisioning is put down to a cause
 //! the register was owed one for — its first, its coming back live, a
-//! message lost, its file put back — and one nothing explains is counted
+//! message lost, its file put back, the server's database put back — and one nothing explains is counted
 //! as such: the storm asserts there is none.
 
 use std::collections::BTreeMap;
@@ -31,6 +31,8 @@ pub enum Fault {
     ServerRestarted,
     /// A register's file put back to an older copy.
     FileRestored,
+    /// The server's database restored from an older dump.
+    DumpRestored,
 }
 
 impl fmt::Display for Fault {
@@ -47,6 +49,7 @@ impl fmt::Display for Fault {
             Fault::WorkerKilled => "worker killed",
             Fault::ServerRestarted => "postgres stopped immediately",
             Fault::FileRestored => "file restored from a copy",
+            Fault::DumpRestored => "server restored from a dump",
         };
         f.write_str(name)
     }
@@ -63,6 +66,9 @@ pub enum Cause {
     Lost,
     /// Its file was put back to an older copy.
     FileRestored,
+    /// The server's database was restored from an older dump: a new
+    /// epoch, every replica provisioned again.
+    ServerRestored,
     /// Nothing the storm did explains it.
     Unexplained,
 }
@@ -74,6 +80,7 @@ impl fmt::Display for Cause {
             Cause::LiveAgain => "live again",
             Cause::Lost => "lost message",
             Cause::FileRestored => "file restored",
+            Cause::ServerRestored => "server restored",
             Cause::Unexplained => "unexplained",
         };
         f.write_str(name)
@@ -103,14 +110,11 @@ impl Tally {
     }
 
     /// A snapshot began at the register: put down to the cause it was owed
-    /// longest, or counted as unexplained.
+    /// last (a snapshot for it covers what was owed before), or counted as
+    /// unexplained.
     pub fn provisioned(&mut self, register: uuid::Uuid) -> Cause {
         let owed = self.owed.entry(register).or_default();
-        let cause = if owed.is_empty() {
-            Cause::Unexplained
-        } else {
-            owed.remove(0)
-        };
+        let cause = owed.pop().unwrap_or(Cause::Unexplained);
         *self.provisionings.entry(cause).or_default() += 1;
         cause
     }

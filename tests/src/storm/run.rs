@@ -44,6 +44,9 @@ pub struct Run {
     pub registers: usize,
     /// Settle and check every this many rounds.
     pub settle_every: usize,
+    /// The rounds after which the server's database is dumped, and after
+    /// which it is restored from that dump, if at all.
+    pub dump: Option<(usize, usize)>,
 }
 
 pub struct Storm {
@@ -60,7 +63,17 @@ pub struct Storm {
     pub rounds: usize,
     pub settlings: usize,
     began: Instant,
-    _dir: tempfile::TempDir,
+    /// The receipts filed when the dump was taken.
+    filed_at_dump: BTreeSet<Uuid>,
+    /// Receipts filed after the dump and taken away by its restore: the
+    /// registers had forgotten them, and may or may not send them again.
+    unfiled_by_restore: BTreeSet<Uuid>,
+    /// The epochs the restored database had.
+    epochs_restored: Option<i64>,
+    /// The new epochs taken since the restore (one, or none if no register
+    /// had applied anything past the dump).
+    pub new_epochs: i64,
+    dir: tempfile::TempDir,
     cluster: Cluster,
 }
 
@@ -129,7 +142,11 @@ impl Storm {
             rounds: 0,
             settlings: 0,
             began: Instant::now(),
-            _dir: dir,
+            filed_at_dump: BTreeSet::new(),
+            unfiled_by_restore: BTreeSet::new(),
+            epochs_restored: None,
+            new_epochs: 0,
+            dir,
             cluster,
         }
     }
@@ -152,6 +169,11 @@ impl Storm {
         while n < self.run.rounds || deadline.is_some_and(|d| Instant::now() < d) {
             self.round(n);
             n += 1;
+            match self.run.dump {
+                Some((dump, _)) if dump == n => self.dump(n),
+                Some((_, restore)) if restore == n => self.restore_dump(n),
+                _ => {}
+            }
             if n % self.run.settle_every == 0 {
                 self.settle(&format!("after round {n}"));
                 self.check_as_recorded(n);
@@ -379,6 +401,92 @@ impl Storm {
         self.tally.fault(Fault::FileRestored);
         self.tally.owe(me, Cause::FileRestored);
         self.say(format!("round {n}: {me}'s file put back to its copy"));
+    }
+
+    fn pg_tool(&self, name: &str) -> std::process::Command {
+        let mut command = std::process::Command::new(crate::cluster::bindir().join(name));
+        command.arg("-h").arg(self.cluster.socket_dir()).args([
+            "-p",
+            &self.cluster.port().to_string(),
+            "-U",
+            "postgres",
+        ]);
+        command
+    }
+
+    fn dump_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("storm.sql")
+    }
+
+    /// The server's database dumped, as a backup is taken.
+    fn dump(&mut self, n: usize) {
+        let dump = self.dump_file();
+        run_tool(
+            self.pg_tool("pg_dump")
+                .args(["-d", DATABASE, "-f"])
+                .arg(&dump),
+        );
+        self.filed_at_dump = self.all_filed();
+        self.say(format!("round {n}: the server's database dumped"));
+    }
+
+    /// The server's database dropped and restored from the older dump,
+    /// PostgreSQL started again (a worker stopped by the drop is not
+    /// started again until then). Its next messages are numbered from
+    /// where the dump left off: the registers apply none, say what they
+    /// applied — a message this database has no record of sending — and
+    /// the server takes a new epoch and provisions every one again.
+    fn restore_dump(&mut self, n: usize) {
+        let filed = self.all_filed();
+        self.unfiled_by_restore
+            .extend(filed.difference(&self.filed_at_dump));
+        let mut admin = self.cluster.connect("postgres");
+        admin
+            .batch_execute(&format!("DROP DATABASE {DATABASE} WITH (FORCE)"))
+            .unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
+            .unwrap();
+        let dump = self.dump_file();
+        run_tool(
+            self.pg_tool("psql")
+                .args(["-d", DATABASE, "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+                .arg(&dump),
+        );
+        // The restore committed asynchronously (the cluster's
+        // synchronous_commit is off): written out before the stop, or its
+        // last statements (the foreign keys) are lost with it.
+        admin.batch_execute("CHECKPOINT").unwrap();
+        drop(admin);
+        self.cluster.restart_immediately();
+        self.reconnect();
+        self.epochs_restored = Some(self.epochs());
+        self.tally.fault(Fault::DumpRestored);
+        for register in &self.registers {
+            self.tally.owe(register.me, Cause::ServerRestored);
+        }
+        self.say(format!(
+            "round {n}: the server's database restored from its dump ({} receipts filed since taken away)",
+            filed.difference(&self.filed_at_dump).count()
+        ));
+        self.note_liveness(n);
+    }
+
+    fn epochs(&mut self) -> i64 {
+        self.pg
+            .query_one("SELECT count(*) FROM sync.epochs", &[])
+            .unwrap()
+            .get(0)
+    }
+
+    /// Every receipt the server filed.
+    fn all_filed(&mut self) -> BTreeSet<Uuid> {
+        self.pg
+            .query("SELECT id FROM shop.receipts", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
     }
 
     /// Connects again once the server takes connections, the worker back.
@@ -624,10 +732,19 @@ impl Storm {
         self.settle("once the last batteries are written");
         let ids: Vec<Uuid> = self.registers.iter().map(|r| r.me).collect();
         for (i, id) in ids.into_iter().enumerate() {
+            // Every receipt it wrote is filed, but those the restore of the
+            // dump took away after the register forgot them.
             let filed = self.filed_by(id);
-            assert_eq!(
-                filed, self.registers[i].receipts,
-                "seed {seed}, once calm: the receipts {id} wrote are not those filed"
+            let written = &self.registers[i].receipts;
+            let missing: Vec<&Uuid> = written
+                .difference(&filed)
+                .filter(|r| !self.unfiled_by_restore.contains(r))
+                .collect();
+            let unwritten: Vec<&Uuid> = filed.difference(written).collect();
+            assert!(
+                missing.is_empty() && unwritten.is_empty(),
+                "seed {seed}, once calm: receipts of {id} written and not filed: {missing:?}; \
+                 filed and not written: {unwritten:?}"
             );
             let battery: Option<i32> = self
                 .pg
@@ -654,8 +771,14 @@ impl Storm {
             (row.get(0), row.get(1))
         };
         assert_eq!(rows, keys, "seed {seed}: a receipt filed twice");
-        let written: usize = self.registers.iter().map(|r| r.receipts.len()).sum();
-        assert_eq!(rows as usize, written, "seed {seed}: receipts filed");
+        if let Some(restored) = self.epochs_restored {
+            self.new_epochs = self.epochs() - restored;
+            assert!(
+                self.new_epochs <= 1,
+                "seed {seed}: {} new epochs after the server's restore",
+                self.new_epochs
+            );
+        }
         self.check_provisionings();
     }
 
@@ -714,6 +837,15 @@ impl Storm {
     pub fn elapsed(&self) -> Duration {
         self.began.elapsed()
     }
+}
+
+fn run_tool(command: &mut std::process::Command) {
+    let out = command.output().expect("runs a PostgreSQL tool");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn worker_pid(pg: &mut Client) -> Option<i32> {
