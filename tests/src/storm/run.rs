@@ -167,6 +167,7 @@ impl Storm {
             .map(|s| self.began + Duration::from_secs(s));
         let mut n = 0;
         while n < self.run.rounds || deadline.is_some_and(|d| Instant::now() < d) {
+            self.rounds = n;
             self.round(n);
             n += 1;
             match self.run.dump {
@@ -514,6 +515,9 @@ impl Storm {
             }
             self.pg = pg;
             self.device = device;
+            // The test's own writes commit asynchronously: a crash may
+            // have taken the last back, a register's liveness with them.
+            self.note_liveness(self.rounds);
             return;
         }
     }
