@@ -107,11 +107,16 @@ fn run_tool(command: &mut Command) {
     );
 }
 
-/// The shop's database dumped (a backup): answers the dump's file.
-fn dump(shop: &Shop) -> std::path::PathBuf {
-    let dump = shop.dir().join("shop.sql");
+/// The shop's database dumped (a backup) to `name` in the shop's
+/// directory: answers the dump's file.
+fn dump_as(shop: &Shop, name: &str) -> std::path::PathBuf {
+    let dump = shop.dir().join(name);
     run_tool(pg_tool(shop, "pg_dump").args(["-d", "shop", "-f", dump.to_str().unwrap()]));
     dump
+}
+
+fn dump(shop: &Shop) -> std::path::PathBuf {
+    dump_as(shop, "shop.sql")
 }
 
 /// The shop's database dropped and restored from `dump`.
@@ -247,4 +252,75 @@ fn a_server_restored_from_an_older_dump_takes_one_new_epoch_however_often_a_regi
     for register in &registers {
         assert_eq!(products_of(register), products, "{}", register.me());
     }
+}
+
+#[test]
+fn a_register_not_live_in_the_restored_database_is_marked_for_no_provisioning_it_cannot_have() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    let (ids, mut registers) = shop.add_registers(1);
+    let a = ids[0];
+    sync_all(&mut shop, &mut registers);
+    // A dump while the register is not live (forgotten, its last applied
+    // of the first epoch kept).
+    shop.run(&format!(
+        "UPDATE shop.registers SET active = false WHERE id = '{a}'"
+    ));
+    shop.relay();
+    let not_live = dump_as(&shop, "not_live.sql");
+
+    // Live again; then the server goes back once, and takes a second
+    // epoch, which the register follows.
+    shop.run(&format!(
+        "UPDATE shop.registers SET active = true WHERE id = '{a}'"
+    ));
+    sync_all(&mut shop, &mut registers);
+    let live = dump_as(&shop, "live.sql");
+    change_the_catalog(&mut shop, 1);
+    sync_all(&mut shop, &mut registers);
+    restore(&mut shop, &live);
+    let epochs = shop.count("SELECT count(*) FROM sync.epochs");
+    change_the_catalog(&mut shop, 2);
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    assert_eq!(shop.count("SELECT count(*) FROM sync.epochs"), epochs + 1);
+
+    // Restored to when it was not live: the register says it applied a
+    // message of an epoch this database never had, and edits its battery.
+    restore(&mut shop, &not_live);
+    registers[0]
+        .connection()
+        .execute("UPDATE register_state SET battery = 40", [])
+        .unwrap();
+    report(&mut shop.pg, &mut registers[0]);
+
+    // No provisioning can come while it is not live: none is marked, no
+    // edit waits for one, and the relay has nothing to do.
+    assert_eq!(
+        shop.count(
+            "SELECT count(*) FROM sync.replicas WHERE provision OR provision_at IS NOT NULL"
+        ),
+        0,
+        "marked for provisioning while not live"
+    );
+    assert_eq!(
+        shop.count("SELECT count(*) FROM sync.inbox"),
+        0,
+        "an edit waits"
+    );
+    assert_eq!(
+        shop.count("SELECT (NOT sync_internal.work_waits())::int::int8"),
+        1,
+        "work waits"
+    );
+
+    // Live again, it is provisioned as any replica that becomes live.
+    shop.run(&format!(
+        "UPDATE shop.registers SET active = true WHERE id = '{a}'"
+    ));
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    assert_eq!(products_of(&registers[0]), shop.products());
 }
