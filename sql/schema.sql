@@ -526,3 +526,8 @@ SELECT pg_catalog.pg_extension_config_dump('sync.alarms', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.senders', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.sync_wishes', '');
+-- The identity sequences of the tables above: pg_dump dumps an extension's
+-- sequence only when it is named here, and a database restored without
+-- them numbers new bodies and alarms from 1 again, over the rows restored.
+SELECT pg_catalog.pg_extension_config_dump(pg_get_serial_sequence('sync.bodies', 'id'), '');
+SELECT pg_catalog.pg_extension_config_dump(pg_get_serial_sequence('sync.alarms', 'id'), '');

@@ -14,6 +14,8 @@ pub mod fuzz;
 pub mod nats;
 pub mod registers;
 pub mod relaying;
+pub mod storm;
+pub mod walk;
 pub mod worker_shop;
 
 /// The benchmarks' shop: registers, and products sent to every live one.

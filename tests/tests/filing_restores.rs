@@ -86,8 +86,16 @@ fn a_register_restored_from_an_older_copy_ends_holding_what_it_should() {
     assert_eq!(filed, expected, "each receipt filed once");
 }
 
-fn pg_tool(name: &str) -> std::path::PathBuf {
-    magic_sync_tests::cluster::bindir().join(name)
+/// One of PostgreSQL's programs, connecting to the shop's cluster.
+fn pg_tool(shop: &Shop, name: &str) -> Command {
+    let mut command = Command::new(magic_sync_tests::cluster::bindir().join(name));
+    command.arg("-h").arg(shop.cluster.socket_dir()).args([
+        "-p",
+        &shop.cluster.port().to_string(),
+        "-U",
+        "postgres",
+    ]);
+    command
 }
 
 fn run_tool(command: &mut Command) {
@@ -99,6 +107,38 @@ fn run_tool(command: &mut Command) {
     );
 }
 
+/// The shop's database dumped (a backup) to `name` in the shop's
+/// directory: answers the dump's file.
+fn dump_as(shop: &Shop, name: &str) -> std::path::PathBuf {
+    let dump = shop.dir().join(name);
+    run_tool(pg_tool(shop, "pg_dump").args(["-d", "shop", "-f", dump.to_str().unwrap()]));
+    dump
+}
+
+fn dump(shop: &Shop) -> std::path::PathBuf {
+    dump_as(shop, "shop.sql")
+}
+
+/// The shop's database dropped and restored from `dump`.
+fn restore(shop: &mut Shop, dump: &Path) {
+    let mut admin = shop.cluster.connect("postgres");
+    shop.pg = shop.cluster.connect("postgres");
+    admin
+        .batch_execute("DROP DATABASE shop WITH (FORCE)")
+        .unwrap();
+    admin.batch_execute("CREATE DATABASE shop").unwrap();
+    run_tool(pg_tool(shop, "psql").args([
+        "-d",
+        "shop",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-f",
+        dump.to_str().unwrap(),
+    ]));
+    shop.reconnect();
+}
+
 #[test]
 fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it_should() {
     let mut shop = Shop::open();
@@ -108,23 +148,7 @@ fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it
     let kept: Vec<Uuid> = sell(&registers[0], &[7, 8]);
     sync_all(&mut shop, &mut registers);
 
-    let dump = shop.dir().join("shop.sql");
-    let socket = shop.cluster.socket_dir().to_owned();
-    let port = shop.cluster.port().to_string();
-    let connection = [
-        "-h",
-        socket.to_str().unwrap(),
-        "-p",
-        &port,
-        "-U",
-        "postgres",
-    ];
-    run_tool(Command::new(pg_tool("pg_dump")).args(connection).args([
-        "-d",
-        "shop",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
+    let dump = dump(&shop);
 
     // The registers move on past what the dump knows.
     for round in 1..=2 {
@@ -135,22 +159,7 @@ fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it
     sync_all(&mut shop, &mut registers);
 
     // The database is restored from the dump.
-    let mut admin = shop.cluster.connect("postgres");
-    shop.pg = shop.cluster.connect("postgres");
-    admin
-        .batch_execute("DROP DATABASE shop WITH (FORCE)")
-        .unwrap();
-    admin.batch_execute("CREATE DATABASE shop").unwrap();
-    run_tool(Command::new(pg_tool("psql")).args(connection).args([
-        "-d",
-        "shop",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
-    shop.reconnect();
+    restore(&mut shop, &dump);
     let epochs_before = shop.count("SELECT count(*) FROM sync.epochs");
 
     // The head office goes on: its next messages are numbered again from
@@ -181,4 +190,137 @@ fn a_server_restored_from_an_older_dump_ends_with_every_register_holding_what_it
             "a receipt filed before the dump is kept"
         );
     }
+}
+
+#[test]
+fn a_server_restored_from_an_older_dump_numbers_its_bodies_and_alarms_past_what_it_restored() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    shop.add_registers(2);
+    // Messages wait in the outbox, their bodies stored, an alarm raised:
+    // all in the dump.
+    shop.relay();
+    shop.run("INSERT INTO sync.alarms (what) VALUES ('before the dump')");
+    let dump = dump(&shop);
+    restore(&mut shop, &dump);
+
+    for table in ["sync.bodies", "sync.alarms"] {
+        let ahead = shop.count(&format!(
+            "SELECT (nextval(pg_get_serial_sequence('{table}', 'id')) > \
+                     (SELECT max(id) FROM {table}))::int::int8"
+        ));
+        assert_eq!(ahead, 1, "{table} numbers past the rows restored");
+    }
+    change_the_catalog(&mut shop, 1);
+    let summary = shop.relay();
+    assert!(summary["bodies"].as_i64() > Some(0), "{summary}");
+}
+
+#[test]
+fn a_server_restored_from_an_older_dump_takes_one_new_epoch_however_often_a_register_says_so() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    let (_, mut registers) = shop.add_registers(2);
+    sync_all(&mut shop, &mut registers);
+    let dump = dump(&shop);
+    for round in 1..=2 {
+        change_the_catalog(&mut shop, round);
+        sync_all(&mut shop, &mut registers);
+    }
+    restore(&mut shop, &dump);
+    let epochs_before = shop.count("SELECT count(*) FROM sync.epochs");
+
+    // No relay runs: each register says again and again what it applied
+    // (past anything the restored database sent it), with a receipt each
+    // time. The first to say so takes the new epoch; the rest is news of a
+    // chain the server has left.
+    for round in 0..3 {
+        for register in registers.iter_mut() {
+            sell(register, &[10 + round]);
+            report(&mut shop.pg, register);
+        }
+    }
+    assert_eq!(
+        shop.count("SELECT count(*) FROM sync.epochs"),
+        epochs_before + 1,
+        "one new epoch"
+    );
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    let products = shop.products();
+    for register in &registers {
+        assert_eq!(products_of(register), products, "{}", register.me());
+    }
+}
+
+#[test]
+fn a_register_not_live_in_the_restored_database_is_marked_for_no_provisioning_it_cannot_have() {
+    let mut shop = Shop::open();
+    change_the_catalog(&mut shop, 0);
+    let (ids, mut registers) = shop.add_registers(1);
+    let a = ids[0];
+    sync_all(&mut shop, &mut registers);
+    // A dump while the register is not live (forgotten, its last applied
+    // of the first epoch kept).
+    shop.run(&format!(
+        "UPDATE shop.registers SET active = false WHERE id = '{a}'"
+    ));
+    shop.relay();
+    let not_live = dump_as(&shop, "not_live.sql");
+
+    // Live again; then the server goes back once, and takes a second
+    // epoch, which the register follows.
+    shop.run(&format!(
+        "UPDATE shop.registers SET active = true WHERE id = '{a}'"
+    ));
+    sync_all(&mut shop, &mut registers);
+    let live = dump_as(&shop, "live.sql");
+    change_the_catalog(&mut shop, 1);
+    sync_all(&mut shop, &mut registers);
+    restore(&mut shop, &live);
+    let epochs = shop.count("SELECT count(*) FROM sync.epochs");
+    change_the_catalog(&mut shop, 2);
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    assert_eq!(shop.count("SELECT count(*) FROM sync.epochs"), epochs + 1);
+
+    // Restored to when it was not live: the register says it applied a
+    // message of an epoch this database never had, and edits its battery.
+    restore(&mut shop, &not_live);
+    registers[0]
+        .connection()
+        .execute("UPDATE register_state SET battery = 40", [])
+        .unwrap();
+    report(&mut shop.pg, &mut registers[0]);
+
+    // No provisioning can come while it is not live: none is marked, no
+    // edit waits for one, and the relay has nothing to do.
+    assert_eq!(
+        shop.count(
+            "SELECT count(*) FROM sync.replicas WHERE provision OR provision_at IS NOT NULL"
+        ),
+        0,
+        "marked for provisioning while not live"
+    );
+    assert_eq!(
+        shop.count("SELECT count(*) FROM sync.inbox"),
+        0,
+        "an edit waits"
+    );
+    assert_eq!(
+        shop.count("SELECT (NOT sync_internal.work_waits())::int::int8"),
+        1,
+        "work waits"
+    );
+
+    // Live again, it is provisioned as any replica that becomes live.
+    shop.run(&format!(
+        "UPDATE shop.registers SET active = true WHERE id = '{a}'"
+    ));
+    for _ in 0..3 {
+        sync_all(&mut shop, &mut registers);
+    }
+    assert_eq!(products_of(&registers[0]), shop.products());
 }

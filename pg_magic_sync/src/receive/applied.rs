@@ -8,7 +8,8 @@
 //! - past the last it recorded sending it (or, having recorded nothing
 //!   since it provisioned it, past every number drawn), or at the sequence
 //!   of the last it sent or heard applied with another nonce: the server's
-//!   database went back (receive/went_back.rs);
+//!   database went back (receive/went_back.rs), unless the chain is of an
+//!   epoch the server has left since (it took a new one on that news);
 //! - older than the last it heard applied: the replica was restored from an
 //!   older copy, and is provisioned again (receive/provision_again.rs), unless a snapshot
 //!   written for it since is on its way;
@@ -150,6 +151,13 @@ pub fn judge(
         || (sequence == s.last_sequence && nonce != s.last_nonce)
         || (heard_in_chain && sequence == s.applied_sequence && nonce != s.applied_nonce)
     {
+        // A chain of an epoch the server has left since: the new epoch was
+        // taken (on this very news, perhaps) and provisions every replica.
+        // Taking another for each Up saying it again would drop what is on
+        // its way and start over, again and again, until the relay runs.
+        if current.is_some() && current != Some(epoch) {
+            return Judged::AnotherEpoch;
+        }
         return Judged::ServerWentBack;
     }
     if heard_in_chain && sequence < s.applied_sequence {
@@ -344,6 +352,22 @@ mod tests {
     fn the_last_sent_or_heard_with_another_nonce_is_a_server_gone_back() {
         assert_eq!(judged(report(20, 9), Some(true)), Judged::ServerWentBack);
         assert_eq!(judged(report(15, 9), Some(true)), Judged::ServerWentBack);
+    }
+
+    #[test]
+    fn past_a_chain_of_an_epoch_the_server_left_since_is_another_epoch() {
+        // The first Up that said it took a new epoch; the relay has not
+        // written the replica a message of it yet, and the same Up comes
+        // again: no second new epoch.
+        let left = Some(Uuid::from_u128(0xe2));
+        assert_eq!(
+            judge(&report(21, 2121), &standing(), left, Some(true), 100),
+            Judged::AnotherEpoch
+        );
+        assert_eq!(
+            judge(&report(20, 9), &standing(), left, Some(true), 100),
+            Judged::AnotherEpoch
+        );
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! saying so, up to 32 minutes; one quiet for 64 minutes starts over. One
 //! that says it sooner is noted for then (`provision_at`), and the relay
 //! provisions it once that time has come (`sync_internal.provision_due()`).
+//! A replica that is not live is not marked: it is provisioned once it is
+//! live again, as every replica that becomes live is.
 
 use uuid::Uuid;
 
@@ -55,6 +57,12 @@ pub fn pace(s: &Standing) -> Paced {
 pub fn provision_again(replica: Uuid, s: &Standing) -> &'static str {
     if s.provision {
         return "already being provisioned";
+    }
+    // Only a live replica is provisioned: one marked while not live would
+    // keep its uploads waiting for a snapshot that cannot come, and the
+    // relay passing for them. It is provisioned anyway once live again.
+    if !s.live {
+        return "not live: provisioned once it is live again";
     }
     match pace(s) {
         Paced::Now { times } => {
