@@ -318,11 +318,7 @@ impl HostileShop {
     /// The replica `id` of `tables`, opened on its file holding `schema`.
     fn open_replica(&self, id: Uuid, schema: &str, tables: Tables) -> Replica {
         let file = self.dir.path().join(format!("{id}.db"));
-        let settings = Settings {
-            wishes: common::carried_out_directly(&tables),
-            ..Settings::default()
-        };
-        common::open_replica(&file, schema, tables, id, settings)
+        common::open_replica(&file, schema, tables, id, Settings::default())
     }
 
     /// A relay pass (what the inbox keeps filed first, as the worker does),

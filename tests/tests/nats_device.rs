@@ -96,6 +96,7 @@ impl Scene {
                 Lane::new("main", &[]),
                 Lane::new(RECEIPTS_LANE, &["receipts"]),
             ],
+            wishes: common::carried_out_directly(&tables),
             ..Settings::default()
         };
         Replica::open(conn, tables, self.me, settings).unwrap()

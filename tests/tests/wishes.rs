@@ -396,7 +396,11 @@ fn a_footer_longer_than_the_printer_takes_is_refused_and_withdrawing_it_lets_it_
         "{}",
         shop.wish(wish)
     );
-    assert_eq!(register.footer().0, "Thanks", "the register's footer stands");
+    assert_eq!(
+        register.footer().0,
+        "Thanks",
+        "the register's footer stands"
+    );
     shop.assert_both_sides_agree(&register);
 
     let key = format!("{}|{}", register.id, register.footer);
@@ -419,7 +423,12 @@ fn a_register_that_changed_its_footer_first_supersedes_a_wish_based_on_the_old_o
     let mut register = shop.register();
     // The operator's page showed the footer at FIRST; meanwhile the
     // register's user changed it.
-    register.write("footers", register.footer, "Hello", "2026-10-02T09:00:00.000000Z");
+    register.write(
+        "footers",
+        register.footer,
+        "Hello",
+        "2026-10-02T09:00:00.000000Z",
+    );
     let wish = shop.desire("footers", register.id, register.footer, "Come again", FIRST);
     shop.settle(&mut register);
     assert_eq!(shop.state_of(wish), "superseded");
@@ -460,13 +469,27 @@ fn with_always_a_wish_wins_over_an_earlier_change_and_a_later_change_wins_until_
     let mut shop = Shop::open();
     let mut register = shop.register();
     // The register's user changes the banner, and it is filed.
-    register.write("banners", register.banner, "Sale", "2026-10-02T09:00:00.000000Z");
+    register.write(
+        "banners",
+        register.banner,
+        "Sale",
+        "2026-10-02T09:00:00.000000Z",
+    );
     shop.settle(&mut register);
     // A wish based on what the page showed before: carried out anyway.
-    let wish = shop.desire("banners", register.id, register.banner, "Opening hours 9-5", FIRST);
+    let wish = shop.desire(
+        "banners",
+        register.id,
+        register.banner,
+        "Opening hours 9-5",
+        FIRST,
+    );
     shop.settle(&mut register);
     assert_eq!(shop.state_of(wish), "applied");
-    assert_eq!(register.setting("banners", register.banner).0, "Opening hours 9-5");
+    assert_eq!(
+        register.setting("banners", register.banner).0,
+        "Opening hours 9-5"
+    );
     shop.assert_both_sides_agree(&register);
 
     // A change made after the wish wins, and stands.
@@ -524,17 +547,30 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
     let dump = shop.dir.path().join("shop.sql");
     let socket = shop.cluster.socket_dir().to_owned();
     let port = shop.cluster.port().to_string();
-    let connection = ["-h", socket.to_str().unwrap(), "-p", &port, "-U", "postgres"];
-    run_tool(
-        Command::new(pg_tool("pg_dump"))
-            .args(connection)
-            .args(["-d", "shop", "-f", dump.to_str().unwrap()]),
-    );
+    let connection = [
+        "-h",
+        socket.to_str().unwrap(),
+        "-p",
+        &port,
+        "-U",
+        "postgres",
+    ];
+    run_tool(Command::new(pg_tool("pg_dump")).args(connection).args([
+        "-d",
+        "shop",
+        "-f",
+        dump.to_str().unwrap(),
+    ]));
 
     // After the dump: a wish is carried out, and the register changes its
     // banner.
     let wish = shop.desire("footers", register.id, register.footer, "Come again", FIRST);
-    register.write("banners", register.banner, "Sale", "2026-10-03T09:00:00.000000Z");
+    register.write(
+        "banners",
+        register.banner,
+        "Sale",
+        "2026-10-03T09:00:00.000000Z",
+    );
     shop.settle(&mut register);
     assert_eq!(shop.state_of(wish), "applied");
 
@@ -542,7 +578,9 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
     // neither the wish nor the footer and banner the register holds now.
     let mut admin = shop.cluster.connect("postgres");
     shop.pg = shop.cluster.connect("postgres");
-    admin.batch_execute("DROP DATABASE shop WITH (FORCE)").unwrap();
+    admin
+        .batch_execute("DROP DATABASE shop WITH (FORCE)")
+        .unwrap();
     admin.batch_execute("CREATE DATABASE shop").unwrap();
     run_tool(Command::new(pg_tool("psql")).args(connection).args([
         "-d",
@@ -564,7 +602,11 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
         &printer,
         Duration::ZERO,
     );
-    let up = register.replica.next_up().unwrap().expect("digests are due");
+    let up = register
+        .replica
+        .next_up()
+        .unwrap()
+        .expect("digests are due");
     let verdict: Value = shop
         .pg
         .query_one("SELECT sync.receive($1, $2)", &[&register.id, &up.bytes])
@@ -577,9 +619,16 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
     for _ in 0..3 {
         shop.settle(&mut register);
     }
-    assert_eq!(register.footer().0, "Come again", "the register's footer stands");
+    assert_eq!(
+        register.footer().0,
+        "Come again",
+        "the register's footer stands"
+    );
     shop.assert_both_sides_agree(&register);
-    assert!(!register.holds_wish(wish), "a wish the server no longer has is let go");
+    assert!(
+        !register.holds_wish(wish),
+        "a wish the server no longer has is let go"
+    );
 }
 
 fn pg_tool(name: &str) -> std::path::PathBuf {

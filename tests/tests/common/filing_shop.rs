@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use magic_sync_replica::{Apply, Direct, Replica, Settings, Table, Tables};
+use magic_sync_replica::{Apply, Replica, Settings, Table, Tables};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use tempfile::TempDir;
@@ -214,10 +214,7 @@ pub fn open_register(file: &Path, me: Uuid) -> Replica {
     open_register_with(file, me, Settings::default())
 }
 
-pub fn open_register_with(file: &Path, me: Uuid, mut settings: Settings) -> Replica {
-    // A footer lives only in the register's database: a wish of one is
-    // written as it comes.
-    settings.wishes = std::mem::take(&mut settings.wishes).on("footers", Direct);
+pub fn open_register_with(file: &Path, me: Uuid, settings: Settings) -> Replica {
     crate::common::open_replica(file, REGISTER_SCHEMA, tables(), me, settings)
 }
 

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use magic_sync_replica::queue;
-use magic_sync_replica::{install, Direct, Mirror, Received, Replica, Settings, Table, Tables, Wishes};
+use magic_sync_replica::{
+    install, Direct, Mirror, Received, Replica, Settings, Table, Tables, Wishes,
+};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 use rusqlite::Connection;
@@ -129,14 +131,16 @@ pub fn open_register(file: &Path, me: Uuid) -> Replica {
 }
 
 /// Opens a replica of `tables` on a SQLite file holding `schema`, with the
-/// settings the engine asks of a connection.
+/// settings the engine asks of a connection. A setting given no handler
+/// of its wishes has them written as they come (`Direct`).
 pub fn open_replica(
     file: &Path,
     schema: &str,
     tables: Tables,
     me: Uuid,
-    settings: Settings,
+    mut settings: Settings,
 ) -> Replica {
+    settings.wishes = handling_every_setting(std::mem::take(&mut settings.wishes), &tables);
     let mut conn = Connection::open(file).unwrap();
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
@@ -151,10 +155,17 @@ pub fn open_replica(
 /// Wishes of every setting of `tables` written as they come: the settings
 /// of these tests live only in the database.
 pub fn carried_out_directly(tables: &Tables) -> Wishes {
+    handling_every_setting(Wishes::new(), tables)
+}
+
+/// `wishes`, with `Direct` for every setting of `tables` it gives no
+/// handler.
+fn handling_every_setting(wishes: Wishes, tables: &Tables) -> Wishes {
+    let handled: Vec<String> = wishes.tables().map(str::to_owned).collect();
     tables
         .iter()
-        .filter(|t| t.mirror() == Mirror::Setting)
-        .fold(Wishes::new(), |wishes, t| wishes.on(t.name(), Direct))
+        .filter(|t| t.mirror() == Mirror::Setting && !handled.iter().any(|h| h == t.name()))
+        .fold(wishes, |wishes, t| wishes.on(t.name(), Direct))
 }
 
 pub fn held_by(replica: &Replica) -> Vec<Product> {
