@@ -176,17 +176,25 @@ fn the_device_loop_offers_the_wishes_due_at_start() {
     let (_shop, mut replica, _server, printer) = waiting(Duration::from_secs(3600));
     printer.off.store(false, Ordering::SeqCst);
     let mut transport = InMemory::default();
-    assert!(run_until(
-        &mut replica,
-        &mut transport,
-        Duration::from_secs(10),
-        applied
-    ));
-    assert_eq!(replica.wishes_due().unwrap(), 0);
+    let sent = transport.sent.clone();
+    // Done once the wish was applied and an Up has gone since: the loop
+    // sends after it offers, so stopping at the answer alone races it.
+    let answered = AtomicBool::new(false);
     assert!(
-        !transport.sent.lock().unwrap().is_empty(),
-        "the answer went up"
+        run_until(
+            &mut replica,
+            &mut transport,
+            Duration::from_secs(10),
+            |status| {
+                if applied(status) {
+                    answered.store(true, Ordering::SeqCst);
+                }
+                answered.load(Ordering::SeqCst) && !sent.lock().unwrap().is_empty()
+            }
+        ),
+        "the wish applied at start, and the answer went up"
     );
+    assert_eq!(replica.wishes_due().unwrap(), 0);
 }
 
 #[test]
