@@ -229,6 +229,49 @@ impl Cluster {
         client
     }
 
+    /// `database` dumped to `file` with pg_dump, as a backup is taken.
+    pub fn dump(&self, database: &str, file: &Path) {
+        self.run_tool(self.tool("pg_dump").args(["-d", database, "-f"]).arg(file));
+    }
+
+    /// `database` dropped, made again, and restored from the dump `file`
+    /// with psql. Its connections are cut.
+    pub fn restore(&self, database: &str, file: &Path) {
+        let mut admin = self.connect("postgres");
+        admin
+            .batch_execute(&format!("DROP DATABASE \"{database}\" WITH (FORCE)"))
+            .expect("drops the database");
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{database}\""))
+            .expect("makes the database again");
+        self.run_tool(
+            self.tool("psql")
+                .args(["-d", database, "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+                .arg(file),
+        );
+    }
+
+    /// One of PostgreSQL's client programs, connecting to this cluster.
+    fn tool(&self, name: &str) -> Command {
+        let mut command = Command::new(self.bin.join(name));
+        command.arg("-h").arg(self.socket_dir()).args([
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+        ]);
+        command
+    }
+
+    fn run_tool(&self, command: &mut Command) {
+        let out = command.output().expect("runs a PostgreSQL tool");
+        assert!(
+            out.status.success(),
+            "{command:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The server's log so far, to show when something went wrong.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()

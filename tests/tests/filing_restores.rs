@@ -9,7 +9,6 @@ mod common;
 mod shop;
 
 use std::path::Path;
-use std::process::Command;
 
 use shop::*;
 use uuid::Uuid;
@@ -86,32 +85,11 @@ fn a_register_restored_from_an_older_copy_ends_holding_what_it_should() {
     assert_eq!(filed, expected, "each receipt filed once");
 }
 
-/// One of PostgreSQL's programs, connecting to the shop's cluster.
-fn pg_tool(shop: &Shop, name: &str) -> Command {
-    let mut command = Command::new(magic_sync_tests::cluster::bindir().join(name));
-    command.arg("-h").arg(shop.cluster.socket_dir()).args([
-        "-p",
-        &shop.cluster.port().to_string(),
-        "-U",
-        "postgres",
-    ]);
-    command
-}
-
-fn run_tool(command: &mut Command) {
-    let out = command.output().expect("runs a PostgreSQL tool");
-    assert!(
-        out.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The shop's database dumped (a backup) to `name` in the shop's
 /// directory: answers the dump's file.
 fn dump_as(shop: &Shop, name: &str) -> std::path::PathBuf {
     let dump = shop.dir().join(name);
-    run_tool(pg_tool(shop, "pg_dump").args(["-d", "shop", "-f", dump.to_str().unwrap()]));
+    shop.cluster.dump("shop", &dump);
     dump
 }
 
@@ -121,21 +99,8 @@ fn dump(shop: &Shop) -> std::path::PathBuf {
 
 /// The shop's database dropped and restored from `dump`.
 fn restore(shop: &mut Shop, dump: &Path) {
-    let mut admin = shop.cluster.connect("postgres");
     shop.pg = shop.cluster.connect("postgres");
-    admin
-        .batch_execute("DROP DATABASE shop WITH (FORCE)")
-        .unwrap();
-    admin.batch_execute("CREATE DATABASE shop").unwrap();
-    run_tool(pg_tool(shop, "psql").args([
-        "-d",
-        "shop",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
+    shop.cluster.restore("shop", dump);
     shop.reconnect();
 }
 

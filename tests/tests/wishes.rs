@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -545,22 +544,7 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
     let mut shop = Shop::open();
     let mut register = shop.register();
     let dump = shop.dir.path().join("shop.sql");
-    let socket = shop.cluster.socket_dir().to_owned();
-    let port = shop.cluster.port().to_string();
-    let connection = [
-        "-h",
-        socket.to_str().unwrap(),
-        "-p",
-        &port,
-        "-U",
-        "postgres",
-    ];
-    run_tool(Command::new(pg_tool("pg_dump")).args(connection).args([
-        "-d",
-        "shop",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
+    shop.cluster.dump("shop", &dump);
 
     // After the dump: a wish is carried out, and the register changes its
     // banner.
@@ -576,21 +560,8 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
 
     // The head office's database is restored from the dump: it knows
     // neither the wish nor the footer and banner the register holds now.
-    let mut admin = shop.cluster.connect("postgres");
     shop.pg = shop.cluster.connect("postgres");
-    admin
-        .batch_execute("DROP DATABASE shop WITH (FORCE)")
-        .unwrap();
-    admin.batch_execute("CREATE DATABASE shop").unwrap();
-    run_tool(Command::new(pg_tool("psql")).args(connection).args([
-        "-d",
-        "shop",
-        "-q",
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-f",
-        dump.to_str().unwrap(),
-    ]));
+    shop.cluster.restore("shop", &dump);
     shop.pg = shop.cluster.connect("shop");
     // Nothing moves until the register says its digests (hourly): an hour
     // later, its Up says where it stands and what it holds.
@@ -628,18 +599,5 @@ fn a_server_restored_from_an_older_dump_and_its_register_still_end_showing_the_s
     assert!(
         !register.holds_wish(wish),
         "a wish the server no longer has is let go"
-    );
-}
-
-fn pg_tool(name: &str) -> std::path::PathBuf {
-    magic_sync_tests::cluster::bindir().join(name)
-}
-
-fn run_tool(command: &mut Command) {
-    let out = command.output().expect("runs a PostgreSQL tool");
-    assert!(
-        out.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }

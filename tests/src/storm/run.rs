@@ -412,17 +412,6 @@ impl Storm {
         self.say(format!("round {n}: {me}'s file put back to its copy"));
     }
 
-    fn pg_tool(&self, name: &str) -> std::process::Command {
-        let mut command = std::process::Command::new(crate::cluster::bindir().join(name));
-        command.arg("-h").arg(self.cluster.socket_dir()).args([
-            "-p",
-            &self.cluster.port().to_string(),
-            "-U",
-            "postgres",
-        ]);
-        command
-    }
-
     fn dump_file(&self) -> std::path::PathBuf {
         self.dir.path().join("storm.sql")
     }
@@ -430,11 +419,7 @@ impl Storm {
     /// The server's database dumped, as a backup is taken.
     fn dump(&mut self, n: usize) {
         let dump = self.dump_file();
-        run_tool(
-            self.pg_tool("pg_dump")
-                .args(["-d", DATABASE, "-f"])
-                .arg(&dump),
-        );
+        self.cluster.dump(DATABASE, &dump);
         self.filed_at_dump = self.all_filed();
         self.say(format!("round {n}: the server's database dumped"));
     }
@@ -449,19 +434,9 @@ impl Storm {
         let filed = self.all_filed();
         self.unfiled_by_restore
             .extend(filed.difference(&self.filed_at_dump));
-        let mut admin = self.cluster.connect("postgres");
-        admin
-            .batch_execute(&format!("DROP DATABASE {DATABASE} WITH (FORCE)"))
-            .unwrap();
-        admin
-            .batch_execute(&format!("CREATE DATABASE {DATABASE}"))
-            .unwrap();
         let dump = self.dump_file();
-        run_tool(
-            self.pg_tool("psql")
-                .args(["-d", DATABASE, "-q", "-v", "ON_ERROR_STOP=1", "-f"])
-                .arg(&dump),
-        );
+        self.cluster.restore(DATABASE, &dump);
+        let mut admin = self.cluster.connect("postgres");
         // The restore committed asynchronously (the cluster's
         // synchronous_commit is off): written out before the stop, or its
         // last statements (the foreign keys) are lost with it.
@@ -849,15 +824,6 @@ impl Storm {
     pub fn elapsed(&self) -> Duration {
         self.began.elapsed()
     }
-}
-
-fn run_tool(command: &mut std::process::Command) {
-    let out = command.output().expect("runs a PostgreSQL tool");
-    assert!(
-        out.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn worker_pid(pg: &mut Client) -> Option<i32> {
