@@ -109,15 +109,9 @@ fn wish_message(server: &mut Server, version: u64) -> Vec<u8> {
 }
 
 /// A register holding its footer, its printer off, with a wish waiting.
-fn waiting(every: Duration) -> (Shop, Replica, Server, Printer) {
-    let shop = Shop::with_schema(SCHEMA);
-    let printer = Printer::default();
-    printer.off.store(true, Ordering::SeqCst);
-    let settings = Settings {
-        wishes: Wishes::new().on("footers", printer.clone()),
-        wishes_every: every,
-        ..Settings::default()
-    };
+/// The replica opened with `settings`, provisioned with no wish, and
+/// holding its footer "Thank you" at version 1.
+fn holding_its_footer(shop: &Shop, settings: Settings) -> (Replica, Server) {
     let mut replica = shop.open_with_settings(tables(), settings);
     let mut server = Server::new();
     apply(&mut replica, &server.nothing(&["sync_wishes"]));
@@ -128,6 +122,19 @@ fn waiting(every: Duration) -> (Shop, Replica, Server, Printer) {
             [me().as_bytes().to_vec()],
         )
         .unwrap();
+    (replica, server)
+}
+
+fn waiting(every: Duration) -> (Shop, Replica, Server, Printer) {
+    let shop = Shop::with_schema(SCHEMA);
+    let printer = Printer::default();
+    printer.off.store(true, Ordering::SeqCst);
+    let settings = Settings {
+        wishes: Wishes::new().on("footers", printer.clone()),
+        wishes_every: every,
+        ..Settings::default()
+    };
+    let (mut replica, mut server) = holding_its_footer(&shop, settings);
     apply(&mut replica, &wish_message(&mut server, 7));
     assert_eq!(replica.wishes_due().unwrap(), 1);
     (shop, replica, server, printer)
@@ -225,16 +232,7 @@ fn the_device_loop_offers_a_wish_a_message_brings() {
         wishes: Wishes::new().on("footers", Direct),
         ..Settings::default()
     };
-    let mut replica = shop.open_with_settings(tables(), settings);
-    let mut server = Server::new();
-    apply(&mut replica, &server.nothing(&["sync_wishes"]));
-    replica
-        .connection()
-        .execute(
-            "INSERT INTO footers VALUES (?1, 'Thank you', 1)",
-            [me().as_bytes().to_vec()],
-        )
-        .unwrap();
+    let (mut replica, mut server) = holding_its_footer(&shop, settings);
     let mut transport = InMemory::default();
     transport
         .inbox
