@@ -22,12 +22,15 @@
 //!   row that points at one, the row a follower follows), through rows that
 //!   are not blocked; `via` is the first step of the way, NULL for the row
 //!   itself;
+//! - `candidates (table_name, key)`: the rows of `back`, each once;
 //! - `hits (replica, via_kind, via_table, via_key)`: the rows of `back` a
-//!   replica's rules send it, and the way each leads to the row;
+//!   replica's rules send it, and the way each leads to the row. Each
+//!   candidate is read once and its rule names its replicas, so a row
+//!   reaching 200 replicas costs one read, not 200;
 //! - `reach`, as above, of that one row only.
 
 use crate::catalog::Declared;
-use crate::relay::plan::reach::{children, followers, parents, rule_rows};
+use crate::relay::plan::reach::{children, followers, parents, rule_rows, rule_rows_of};
 
 /// A relation of no rows `(replica, table_name, key)`, for a union of none.
 const NO_ROWS: &str = "SELECT NULL::uuid, NULL::text, NULL::text WHERE false";
@@ -92,14 +95,12 @@ pub fn ctes(tables: &[Declared], scope: &str) -> String {
 /// same `scope`, `blocked` and `reach`, with `back` and `hits` between.
 pub fn one_row_ctes(tables: &[Declared], scope: &str) -> String {
     let sent: Vec<String> = down(tables)
-        .filter_map(|table| rule_rows(table, "scope", Some("candidates")))
+        .filter_map(|table| rule_rows_of(table, "scope", "candidates"))
         .collect();
     format!(
         "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
          back(table_name, key, via_kind, via_table, via_key) AS ({back}), \
-         candidates AS NOT MATERIALIZED ( \
-             SELECT s.id AS replica, b.table_name, b.key \
-             FROM (SELECT DISTINCT table_name, key FROM back) AS b CROSS JOIN scope AS s), \
+         candidates AS MATERIALIZED (SELECT DISTINCT table_name, key FROM back), \
          hits(replica, via_kind, via_table, via_key) AS ( \
              SELECT DISTINCT x.replica, b.via_kind, b.via_table, b.via_key \
              FROM ({sent}) AS x(replica, table_name, key) \
@@ -115,7 +116,9 @@ pub fn one_row_ctes(tables: &[Declared], scope: &str) -> String {
 }
 
 /// The row `$2`, `$3` and every row that reaches it, each with the first
-/// step of its way there.
+/// step of its way there. A way back to the row itself (a product, the
+/// nutrition that follows it, the product again) leads nowhere new, and
+/// would walk every row again under another first step: it is cut.
 fn back(tables: &[Declared]) -> String {
     let seed = "SELECT $2::text COLLATE \"C\", $3::text COLLATE \"C\", NULL::text, \
                 NULL::text COLLATE \"C\", NULL::text COLLATE \"C\"";
@@ -148,7 +151,8 @@ fn back(tables: &[Declared]) -> String {
          FROM back AS b0 CROSS JOIN LATERAL ( \
              SELECT u0.kind, u0.table_name COLLATE \"C\" AS table_name, u0.key COLLATE \"C\" AS key \
              FROM ({steps}) AS u0(kind, replica, table_name, key)) AS u \
-         WHERE (b0.via_kind IS NULL OR NOT {b0_blocked}) AND NOT {u_blocked}",
+         WHERE (b0.via_kind IS NULL OR NOT {b0_blocked}) AND NOT {u_blocked} \
+           AND NOT (u.table_name = $2 AND u.key = $3)",
         steps = steps.join(" UNION ALL "),
         b0_blocked = is_blocked("b0"),
         u_blocked = is_blocked("u"),
@@ -277,7 +281,8 @@ mod tests {
         let sql = one_row_ctes(&orders_of_products(), "SELECT 1");
         assert!(sql.contains("FROM back AS b0 CROSS JOIN LATERAL"), "{sql}");
         assert!(sql.contains("SELECT 'parent_of'"), "{sql}");
-        assert!(sql.contains("candidates AS c JOIN scope AS r"), "{sql}");
+        assert!(sql.contains("FROM candidates AS c JOIN"), "{sql}");
+        assert!(!sql.contains("r.id = c.replica"), "{sql}");
         assert!(!sql.contains("FROM reach AS f0"), "{sql}");
     }
 

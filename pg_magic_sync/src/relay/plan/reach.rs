@@ -38,32 +38,66 @@ fn same_partition(table: &Declared, alias: &str, replica: &str) -> String {
 /// `among`, only those of its rows `(replica, table_name, key)`. None for a
 /// table whose rows go only where other rows take them.
 pub fn rule_rows(table: &Declared, targets: &str, among: Option<&str>) -> Option<String> {
+    match among {
+        Some(pairs) => rule_sql(table, targets, Asked::Pairs(pairs)),
+        None => rule_sql(table, targets, Asked::Every),
+    }
+}
+
+/// The replicas of `targets` the rule of `table` sends each of the rows
+/// `rows` (a relation of `(table_name, key)`), as `(replica, table_name,
+/// key)`. Asked of a few rows and many replicas, the rule reads each row
+/// once and names its replicas, where pairs would read it once per replica.
+pub fn rule_rows_of(table: &Declared, targets: &str, rows: &str) -> Option<String> {
+    rule_sql(table, targets, Asked::Rows(rows))
+}
+
+/// The rows a rule is asked about.
+#[derive(Clone, Copy)]
+enum Asked<'a> {
+    /// Every row of the table, for every target.
+    Every,
+    /// Only these `(replica, table_name, key)`: is the row sent there?
+    Pairs(&'a str),
+    /// Only these `(table_name, key)`, for every target.
+    Rows(&'a str),
+}
+
+fn rule_sql(table: &Declared, targets: &str, asked: Asked<'_>) -> Option<String> {
     let name = quote_literal(&table.name);
     let key = key_of(table, "t");
     let within = same_partition(table, "t", "r");
-    let from = match among {
-        Some(among) => format!(
-            "{among} AS c JOIN {targets} AS r ON r.id = c.replica \
+    let source = table.source();
+    let from = match asked {
+        Asked::Pairs(pairs) => format!(
+            "{pairs} AS c JOIN {targets} AS r ON r.id = c.replica \
              JOIN {source} AS t ON c.table_name = {name} AND {matches}",
-            source = table.source(),
             matches = row_is(table, "t", "c.key"),
         ),
-        None => format!("{} AS t", table.source()),
+        Asked::Rows(rows) => format!(
+            "{rows} AS c JOIN {source} AS t ON c.table_name = {name} AND {matches}",
+            matches = row_is(table, "t", "c.key"),
+        ),
+        Asked::Every => format!("{source} AS t"),
     };
+    // Asked of pairs, the target is already joined and the rule is a
+    // condition; otherwise the rule joins the targets it names.
+    let pairs = matches!(asked, Asked::Pairs(_));
     let sql = match &table.rule {
-        Rule::Broadcast => match among {
-            Some(_) => format!("SELECT r.id, {name}, {key} FROM {from} WHERE true{within}"),
-            None => format!(
-                "SELECT r.id, {name}, {key} FROM {from} JOIN {targets} AS r ON true{within}"
-            ),
-        },
+        Rule::Broadcast if pairs => {
+            format!("SELECT r.id, {name}, {key} FROM {from} WHERE true{within}")
+        }
+        Rule::Broadcast => {
+            format!("SELECT r.id, {name}, {key} FROM {from} JOIN {targets} AS r ON true{within}")
+        }
         Rule::Assigned { column } => {
             let assigned = format!("t.{} = r.id", quote_ident(column));
-            match among {
-                Some(_) => format!("SELECT r.id, {name}, {key} FROM {from} WHERE {assigned}{within}"),
-                None => format!(
+            if pairs {
+                format!("SELECT r.id, {name}, {key} FROM {from} WHERE {assigned}{within}")
+            } else {
+                format!(
                     "SELECT r.id, {name}, {key} FROM {from} JOIN {targets} AS r ON {assigned}{within}"
-                ),
+                )
             }
         }
         Rule::Grouped { members, assigned } => {
@@ -86,14 +120,15 @@ pub fn rule_rows(table: &Declared, targets: &str, among: Option<&str>) -> Option
                 "JOIN {} AS m ON {member_of} JOIN {} AS a ON {same_group}",
                 members.relation, assigned.relation
             );
-            match among {
-                Some(_) => format!(
+            if pairs {
+                format!(
                     "SELECT DISTINCT r.id, {name}, {key} FROM {from} {groups} WHERE {given}{within}"
-                ),
-                None => format!(
+                )
+            } else {
+                format!(
                     "SELECT DISTINCT r.id, {name}, {key} FROM {from} {groups} \
                      JOIN {targets} AS r ON {given}{within}"
-                ),
+                )
             }
         }
         Rule::Follows { .. } | Rule::None => return None,
@@ -193,6 +228,22 @@ mod tests {
         let among = rule_rows(&orders(), "targets", Some("candidates")).unwrap();
         assert!(among.contains("WHERE t.\"register_id\" = r.id"), "{among}");
         assert!(among.contains("t.\"id\" = (c.key)::uuid"), "{among}");
+    }
+
+    #[test]
+    fn rows_asked_of_every_target_are_read_once_and_joined_to_the_replica_their_rule_names() {
+        let sql = rule_rows_of(&orders(), "targets", "asked").unwrap();
+        assert!(
+            sql.contains(
+                "FROM asked AS c JOIN \"shop\".\"orders\" AS t ON c.table_name = 'orders'"
+            ),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("JOIN targets AS r ON t.\"register_id\" = r.id"),
+            "{sql}"
+        );
+        assert!(!sql.contains("r.id = c.replica"), "{sql}");
     }
 
     #[test]
