@@ -199,7 +199,7 @@ fn reach(tables: &[Declared], table: &Declared, replica: pgrx::Uuid, key: &str) 
                     WHERE b.table_name = $2 AND b.key = $3) AS b \
               JOIN sync.quarantine q ON q.table_name = b.root_table AND q.key = b.root_key), \
               '[]'::jsonb))",
-        ctes = should::one_row_ctes(tables, SCOPE),
+        ctes = should::one_row_ctes(tables, table, SCOPE, should::Ways::Every),
         parent_of = ways("parent_of"),
         follows = ways("follows"),
     );

@@ -89,10 +89,10 @@ const STATES: &str = "\
              ON n.table_name = coalesce(s.table_name, h.table_name) AND n.key = coalesce(s.key, h.key))";
 
 /// should.rs's expressions over `scope`, then `STATES`: for every row, or
-/// (`one_row`) for the row of `$2` and `$3`.
-pub fn states_sql(tables: &[Declared], scope: &str, one_row: bool) -> String {
+/// (`one_row`) for the row of `$2` (of that table) and `$3`.
+pub fn states_sql(tables: &[Declared], scope: &str, one_row: Option<&Declared>) -> String {
     let row = |alias: &str| {
-        if one_row {
+        if one_row.is_some() {
             format!(" AND {alias}.table_name = $2 AND {alias}.key = $3")
         } else {
             String::new()
@@ -102,10 +102,9 @@ pub fn states_sql(tables: &[Declared], scope: &str, one_row: bool) -> String {
         .replace("{row_r}", &row("r"))
         .replace("{row_h}", &row("h"))
         .replace("{row_n}", &row("n"));
-    let ctes = if one_row {
-        should::one_row_ctes(tables, scope)
-    } else {
-        should::ctes(tables, scope)
+    let ctes = match one_row {
+        Some(asked) => should::one_row_ctes(tables, asked, scope, should::Ways::Whether),
+        None => should::ctes(tables, scope),
     };
     format!("WITH RECURSIVE {ctes}, {states}")
 }

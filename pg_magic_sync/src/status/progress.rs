@@ -51,7 +51,7 @@ pub fn progress(scope: Option<Value>) -> Value {
         .map(|t| t.name.clone())
         .collect();
     let replicas = scope_ids(scope);
-    let sql = format!("{}{PROGRESS}", states_sql(&tables, SCOPE_BY_ID, false));
+    let sql = format!("{}{PROGRESS}", states_sql(&tables, SCOPE_BY_ID, None));
     let args: [DatumWithOid; 3] = [replicas.into(), down.into(), CONTRACT.into()];
     answer(&sql, &args)
 }

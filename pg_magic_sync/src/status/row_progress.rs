@@ -29,7 +29,10 @@ pub fn row_progress(scope: Option<Value>, table_name: &str, key: &str) -> Result
     let tables = tables();
     let table = table_going_down(&tables, table_name)?;
     let key = key_of(&table, key)?;
-    let sql = format!("{} {ROW_PROGRESS}", states_sql(&tables, SCOPE, true));
+    let sql = format!(
+        "{} {ROW_PROGRESS}",
+        states_sql(&tables, SCOPE, Some(&table))
+    );
     let args: [DatumWithOid; 4] = [
         scope.map(pgrx::JsonB).into(),
         table.name.as_str().into(),

@@ -22,6 +22,9 @@
 //!   row that points at one, the row a follower follows), through rows that
 //!   are not blocked; `via` is the first step of the way, NULL for the row
 //!   itself;
+//!   Asked only whether the row reaches each replica (`Ways::Whether`),
+//!   `back` stops at the row itself when its own rule already sends it to
+//!   every replica of the scope (`everywhere`);
 //! - `candidates (table_name, key)`: the rows of `back`, each once;
 //! - `hits (replica, via_kind, via_table, via_key)`: the rows of `back` a
 //!   replica's rules send it, and the way each leads to the row. Each
@@ -91,14 +94,42 @@ pub fn ctes(tables: &[Declared], scope: &str) -> String {
     )
 }
 
-/// The expressions for one row, `$2` (its table) and `$3` (its key): the
-/// same `scope`, `blocked` and `reach`, with `back` and `hits` between.
-pub fn one_row_ctes(tables: &[Declared], scope: &str) -> String {
+/// What a read of one row asks of its ways there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Ways {
+    /// Every way the row reaches each replica (sync.explain names them).
+    Every,
+    /// Only whether it reaches each replica (sync.row_progress): once the
+    /// row's own rule sends it to every replica of the scope (a broadcast
+    /// product), no other way can add one, and none is walked.
+    Whether,
+}
+
+/// The expressions for one row, `$2` (its table, `asked`) and `$3` (its
+/// key): the same `scope`, `blocked` and `reach`, with `back` and `hits`
+/// between.
+pub fn one_row_ctes(tables: &[Declared], asked: &Declared, scope: &str, ways: Ways) -> String {
     let sent: Vec<String> = down(tables)
         .filter_map(|table| rule_rows_of(table, "scope", "candidates"))
         .collect();
+    let own_rule = match ways {
+        Ways::Whether => rule_rows_of(asked, "scope", ASKED_ROW),
+        Ways::Every => None,
+    };
+    let (everywhere, walk_on) = match own_rule {
+        Some(own) => (
+            format!(
+                "everywhere AS MATERIALIZED ( \
+                     SELECT count(DISTINCT x.replica) = (SELECT count(*) FROM scope) AS sent \
+                     FROM ({own}) AS x(replica, table_name, key)), "
+            ),
+            " AND NOT (SELECT sent FROM everywhere)",
+        ),
+        None => (String::new(), ""),
+    };
     format!(
         "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
+         {everywhere}\
          back(table_name, key, via_kind, via_table, via_key) AS ({back}), \
          candidates AS MATERIALIZED (SELECT DISTINCT table_name, key FROM back), \
          hits(replica, via_kind, via_table, via_key) AS ( \
@@ -110,16 +141,21 @@ pub fn one_row_ctes(tables: &[Declared], scope: &str) -> String {
                     EXISTS (SELECT 1 FROM blocked b WHERE b.table_name = $2 AND b.key = $3) \
              FROM hits AS h)",
         blocked = blocked(tables),
-        back = back(tables),
+        back = back(tables, walk_on),
         sent = union_all(sent),
     )
 }
+
+/// The row asked of, as a relation reach.rs can take by name.
+const ASKED_ROW: &str =
+    "(SELECT $2::text COLLATE \"C\" AS table_name, $3::text COLLATE \"C\" AS key)";
 
 /// The row `$2`, `$3` and every row that reaches it, each with the first
 /// step of its way there. A way back to the row itself (a product, the
 /// nutrition that follows it, the product again) leads nowhere new, and
 /// would walk every row again under another first step: it is cut.
-fn back(tables: &[Declared]) -> String {
+/// `walk_on` is a further condition of each step past the row.
+fn back(tables: &[Declared], walk_on: &str) -> String {
     let seed = "SELECT $2::text COLLATE \"C\", $3::text COLLATE \"C\", NULL::text, \
                 NULL::text COLLATE \"C\", NULL::text COLLATE \"C\"";
     let mut steps = Vec::new();
@@ -152,7 +188,7 @@ fn back(tables: &[Declared]) -> String {
              SELECT u0.kind, u0.table_name COLLATE \"C\" AS table_name, u0.key COLLATE \"C\" AS key \
              FROM ({steps}) AS u0(kind, replica, table_name, key)) AS u \
          WHERE (b0.via_kind IS NULL OR NOT {b0_blocked}) AND NOT {u_blocked} \
-           AND NOT (u.table_name = $2 AND u.key = $3)",
+           AND NOT (u.table_name = $2 AND u.key = $3){walk_on}",
         steps = steps.join(" UNION ALL "),
         b0_blocked = is_blocked("b0"),
         u_blocked = is_blocked("u"),
@@ -278,12 +314,31 @@ mod tests {
 
     #[test]
     fn one_row_is_reached_backwards_from_the_rows_that_point_at_it() {
-        let sql = one_row_ctes(&orders_of_products(), "SELECT 1");
+        let tables = orders_of_products();
+        let sql = one_row_ctes(&tables, &tables[0], "SELECT 1", Ways::Every);
         assert!(sql.contains("FROM back AS b0 CROSS JOIN LATERAL"), "{sql}");
         assert!(sql.contains("SELECT 'parent_of'"), "{sql}");
         assert!(sql.contains("FROM candidates AS c JOIN"), "{sql}");
         assert!(!sql.contains("r.id = c.replica"), "{sql}");
         assert!(!sql.contains("FROM reach AS f0"), "{sql}");
+    }
+
+    #[test]
+    fn a_row_whose_own_rule_sends_it_everywhere_walks_no_way_back_when_only_whether_is_asked() {
+        let mut tables = orders_of_products();
+        tables[0].rule = Rule::Broadcast;
+        let whether = one_row_ctes(&tables, &tables[0], "SELECT 1", Ways::Whether);
+        assert!(whether.contains("everywhere AS MATERIALIZED"), "{whether}");
+        assert!(
+            whether.contains("AND NOT (SELECT sent FROM everywhere)"),
+            "{whether}"
+        );
+        let every = one_row_ctes(&tables, &tables[0], "SELECT 1", Ways::Every);
+        assert!(!every.contains("everywhere"), "{every}");
+        // A row with no rule of its own reaches replicas only by the ways.
+        let orders_only = orders_of_products();
+        let by_ways = one_row_ctes(&orders_only, &orders_only[0], "SELECT 1", Ways::Whether);
+        assert!(!by_ways.contains("everywhere"), "{by_ways}");
     }
 
     #[test]
