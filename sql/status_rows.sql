@@ -51,3 +51,12 @@ LANGUAGE sql IMMUTABLE AS $$
             THEN 'leaving'
     END
 $$;
+
+-- Where one row is, per live replica of the scope (docs/src/status-rows.md,
+-- "sync.row_progress"). Written in Rust (pg_magic_sync/src/api/status.rs)
+-- as a plain C function, so that the document its query builds, a place
+-- per replica, is handed back as it is rather than read into Rust and
+-- written again. Its plan's estimates run high enough to set the JIT
+-- compiling for longer than it runs: it runs without.
+CREATE FUNCTION sync.row_progress(scope jsonb, table_name text, key text) RETURNS jsonb
+LANGUAGE c STABLE SET jit = off AS 'MODULE_PATHNAME', 'status_row_progress';

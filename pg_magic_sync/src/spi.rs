@@ -232,6 +232,27 @@ pub fn select<R>(
     select_kept(sql, limit, args, false, read)
 }
 
+/// The one value a query of the engine's own answers, as the datum it is,
+/// copied out of SPI's memory into the caller's, for a function to return
+/// unconverted (a large jsonb read into Rust and written back costs more
+/// than the query that built it). None when it answers no row or NULL.
+pub fn select_datum(sql: &str, args: &[DatumWithOid]) -> Option<pg_sys::Datum> {
+    select(sql, Some(1), args, |rows| {
+        let rows = rows.first();
+        if rows.is_empty() {
+            return None;
+        }
+        let value = rows
+            .get_datum_by_ordinal(1)
+            .unwrap_or_else(|e| Error::spi(sql, e).raise())?;
+        // SAFETY: still connected to SPI (inside select's closure), and the
+        // value is a varlena of the row SPI answered (by reference, length
+        // -1, as the callers' jsonb is): SPI_datumTransfer copies it into
+        // the memory of the function that connected, which outlives SPI's.
+        Some(unsafe { pg_sys::SPI_datumTransfer(value, false, -1) })
+    })
+}
+
 /// As `select`, for a fixed query with no parameters that runs often (the
 /// declarations): its plan is kept too.
 pub fn select_fixed<R>(sql: &'static str, read: impl FnOnce(pgrx::spi::SpiTupleTable) -> R) -> R {

@@ -143,8 +143,10 @@ WHERE proname IN ('progress', 'row_progress', 'explain')
   AND pronamespace = 'sync'::regnamespace ORDER BY proname;
 
 -- Refusals: a table not declared, one that does not go down, a key that
--- does not parse, a scope of another shape.
+-- does not parse, no table or no key, a scope of another shape.
 SELECT sync.row_progress(NULL, 'nope', '1');
+SELECT sync.row_progress(NULL, NULL, '00000000-0000-0000-0000-000000000001');
+SELECT sync.row_progress(NULL, 'orders', NULL);
 SELECT sync.row_progress(NULL, 'receipts', '00000000-0000-0000-0000-000000000001');
 SELECT sync.row_progress(NULL, 'orders', 'not-a-uuid');
 SELECT sync.row_progress(NULL, 'orders', '00000000-0000-0000-0000-000000000001|2');

@@ -3,6 +3,7 @@
 
 use pgrx::prelude::*;
 
+use crate::error::Error;
 use crate::status;
 
 /// `sync.progress(scope)`: per live replica of the scope and per table that
@@ -13,12 +14,38 @@ fn progress(scope: default!(Option<pgrx::JsonB>, "NULL")) -> pgrx::JsonB {
     pgrx::JsonB(status::progress::progress(scope.map(|s| s.0)))
 }
 
+crate::spi::function_info_v1!(pg_finfo_status_row_progress);
+
 /// `sync.row_progress(scope, table_name, key)`: the row's state on each live
-/// replica of the scope it concerns.
-#[pg_extern(stable)]
-fn row_progress(scope: Option<pgrx::JsonB>, table_name: &str, key: &str) -> pgrx::JsonB {
-    status::row_progress::row_progress(scope.map(|s| s.0), table_name, key)
-        .map(pgrx::JsonB)
+/// replica of the scope it concerns. A V1 function declared in
+/// sql/status_rows.sql, so that the jsonb its query builds is returned as
+/// it is, never read into Rust and written back.
+///
+/// # Safety
+/// PostgreSQL calls it, as the V1 function `status_row_progress`, with the
+/// call's own `fcinfo`.
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn status_row_progress(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo is the call's own, with the three arguments its SQL
+    // declaration gives it: jsonb, text, text.
+    let (scope, table_name, key) = unsafe {
+        (
+            pgrx::fcinfo::pg_getarg::<pgrx::JsonB>(fcinfo, 0),
+            pgrx::fcinfo::pg_getarg::<String>(fcinfo, 1),
+            pgrx::fcinfo::pg_getarg::<String>(fcinfo, 2),
+        )
+    };
+    let (Some(table_name), Some(key)) = (table_name, key) else {
+        Error::bad_input(
+            "magic_sync: sync.row_progress takes a table's name and a key, not NULL",
+            "Name the table as replicas know it and the row's key.",
+        )
+        .raise()
+    };
+    status::row_progress::row_progress(scope.map(|s| s.0), &table_name, &key)
         .unwrap_or_else(|e| e.raise())
 }
 
@@ -41,8 +68,7 @@ fn explain(replica: pgrx::Uuid, table_name: &str, key: &str) -> pgrx::JsonB {
 extension_sql!(
     "ALTER FUNCTION sync.progress(jsonb) SET jit = off;\n\
      ALTER FUNCTION sync.progress(jsonb) SET plan_cache_mode = force_custom_plan;\n\
-     ALTER FUNCTION sync.row_progress(jsonb, text, text) SET jit = off;\n\
      ALTER FUNCTION sync.explain(uuid, text, text) SET jit = off;\n",
     name = "status_rows_without_jit",
-    requires = [progress, row_progress, explain]
+    requires = [progress, explain]
 );

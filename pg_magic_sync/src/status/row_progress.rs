@@ -3,10 +3,12 @@
 //! The states are those sync.progress() counts, so the two always agree.
 
 use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys;
 use serde_json::Value;
 
-use super::{answer, key_of, states_sql, table_going_down, tables, CONTRACT, SCOPE};
+use super::{key_of, states_sql, table_going_down, tables, CONTRACT, SCOPE};
 use crate::error::Error;
+use crate::spi;
 
 /// The row's place on each replica it concerns, and how many of the scope's
 /// replicas it does not concern (neither held, nor reached by their rules).
@@ -23,9 +25,15 @@ const ROW_PROGRESS: &str = "\
             SELECT 1 FROM states s WHERE s.replica = r.id AND s.state IS NOT NULL))) \
     ";
 
-/// The row `key` of `table_name` on every live replica of `scope`. A table
-/// that does not go down, or a key that does not parse, is refused.
-pub fn row_progress(scope: Option<Value>, table_name: &str, key: &str) -> Result<Value, Error> {
+/// The row `key` of `table_name` on every live replica of `scope`, as the
+/// jsonb datum the query built: with a place per replica it is large, and
+/// it is handed back as it is. A table that does not go down, or a key
+/// that does not parse, is refused.
+pub fn row_progress(
+    scope: Option<Value>,
+    table_name: &str,
+    key: &str,
+) -> Result<pg_sys::Datum, Error> {
     let tables = tables();
     let table = table_going_down(&tables, table_name)?;
     let key = key_of(&table, key)?;
@@ -39,5 +47,10 @@ pub fn row_progress(scope: Option<Value>, table_name: &str, key: &str) -> Result
         key.as_str().into(),
         CONTRACT.into(),
     ];
-    Ok(answer(&sql, &args))
+    spi::select_datum(&sql, &args).ok_or_else(|| {
+        Error::engine(
+            "magic_sync: sync.row_progress's query answered nothing",
+            "It builds one document whatever the row; this is a bug.",
+        )
+    })
 }
