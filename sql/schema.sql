@@ -4,7 +4,9 @@
 --
 -- Released schema is never edited: a later version changes it in
 -- sql/magic_sync--A--B.sql. Every table here holds state that must survive a
--- dump and restore, so each is marked for pg_dump at the end of this file.
+-- dump and restore, so each is marked for pg_dump at the end of this file,
+-- but sync.held_counts: it is worked out again from sync.held as a restore
+-- copies sync.held in (its triggers count each row copied).
 
 -- The engine's own functions, which only the engine calls (the relay, the
 -- filing of an Up, declaring), are in schema sync_internal, out of the way
@@ -306,6 +308,29 @@ CREATE INDEX held_refused ON sync.held (retry_at) WHERE refused IS NOT NULL;
 -- replica's rows (167 ms a report with 100,000 of them, most of the CPU at
 -- 500 changes a second); few rows are leaving at once, so it costs little.
 CREATE INDEX held_leaving ON sync.held (replica, leaving) WHERE leaving IS NOT NULL;
+
+-- How many rows of sync.held, not refused, a replica has of a table by the
+-- message that sent them and whether they are leaving: what the status
+-- reads count as in flight (sync_internal.table_figures), read from a few
+-- thousand counts instead of every row sent. Kept by sync.held's own
+-- statement triggers (sql/held_counts.sql), so every writer of sync.held
+-- is counted. Append-only: each statement adds its changes as rows of
+-- their own (+n, -n), which a reader sums, and which
+-- sync_internal.compact_held_counts() folds together before a pass; no
+-- writer ever waits on another's counter. A folded count of rows that can
+-- never be in flight again (sent in a message the replica said it applied,
+-- not leaving) is kept at sent 0. Not marked for pg_dump: copying sync.held
+-- in at a restore counts its rows again.
+CREATE TABLE sync.held_counts (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    -- The message that sent them; 0: folded, applied.
+    sent          bigint NOT NULL,
+    -- Leaving: taken back (held.leaving is set); in flight whatever sent.
+    leaving       boolean NOT NULL,
+    -- How many more (or fewer) such rows.
+    n             bigint NOT NULL
+);
 
 -- Rows no replica can be sent as they are (no message could carry one),
 -- and so planned around: not sent, nor what points at them, and taken back

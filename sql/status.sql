@@ -325,30 +325,16 @@ BEGIN
         WHERE EXISTS (SELECT 1 FROM s WHERE g.replica IS NULL OR g.replica = s.id)
         GROUP BY g.table_name
     ),
-    -- Only the replicas with something unconfirmed are read row by row.
-    -- While they are few (under a tenth), each by its own index range (the
-    -- aggregate keeps the planner from making it a join); while they are
-    -- many, in one scan of what is held, which costs less than that many
-    -- ranges. The one-time filters run exactly one of the two.
-    few AS (
-        SELECT count(*) FILTER (WHERE s.unconfirmed) * 10 < count(*) AS few FROM s
-    ),
+    -- Rows on their way to the replicas with something unconfirmed: held,
+    -- not refused, and sent in a message not confirmed or leaving. Read
+    -- from sync.held's counts (sql/held_counts.sql), not row by row, and
+    -- not at all while every replica is confirmed (a one-time filter).
     in_flight AS MATERIALIZED (
-        SELECT f.table_name, sum(f.n) AS n
-        FROM s CROSS JOIN LATERAL (
-            SELECT h.table_name, count(*) AS n FROM sync.held h
-            WHERE h.replica = s.id AND h.refused IS NULL
-              AND (h.sent > s.applied_sequence OR h.leaving IS NOT NULL)
-            GROUP BY h.table_name) f
-        WHERE s.unconfirmed AND (SELECT few FROM few)
-        GROUP BY f.table_name
-        UNION ALL
-        SELECT h.table_name, count(*)
-        FROM sync.held h
-        WHERE NOT (SELECT few FROM few) AND h.refused IS NULL
-          AND EXISTS (SELECT 1 FROM s WHERE s.id = h.replica AND s.unconfirmed
-                        AND (h.sent > s.applied_sequence OR h.leaving IS NOT NULL))
-        GROUP BY h.table_name
+        SELECT c.table_name, sum(c.n) AS n
+        FROM sync.held_counts c JOIN s ON s.id = c.replica
+        WHERE s.unconfirmed AND (c.leaving OR c.sent > s.applied_sequence)
+          AND EXISTS (SELECT 1 FROM s WHERE s.unconfirmed)
+        GROUP BY c.table_name
     ),
     set_aside AS MATERIALIZED (
         SELECT q.table_name, count(*) AS n FROM sync.quarantine q GROUP BY q.table_name

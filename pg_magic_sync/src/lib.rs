@@ -73,6 +73,12 @@ extension_sql_file!(
     name = "publish",
     requires = ["schema"]
 );
+// sync.held's counts, kept by its triggers, for the status reads.
+extension_sql_file!(
+    "../../sql/held_counts.sql",
+    name = "held_counts",
+    requires = ["schema"]
+);
 // The status reads (docs/src/status.md).
 extension_sql_file!(
     "../../sql/status.sql",

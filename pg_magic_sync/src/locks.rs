@@ -15,6 +15,11 @@ pub const GATE: i64 = 7_809_643_163_296_757_359;
 /// One change of epoch at a time (receive/went_back.rs).
 pub const EPOCH: i64 = 7_809_643_163_296_757_360;
 
+/// One fold (or recount) of sync.held's counts at a time: taken in
+/// sql/held_counts.sql, which spells the number.
+#[allow(dead_code)]
+pub const COUNTS: i64 = 7_809_643_163_296_757_361;
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -24,8 +29,15 @@ mod tests {
     }
 
     #[test]
+    fn the_counts_lock_is_the_one_sql_held_counts_takes() {
+        let sql = include_str!("../../sql/held_counts.sql");
+        assert!(sql.contains(&format!("pg_try_advisory_xact_lock({})", super::COUNTS)));
+        assert!(sql.contains(&format!("pg_advisory_xact_lock({})", super::COUNTS)));
+    }
+
+    #[test]
     fn every_lock_has_a_key_of_its_own() {
-        let keys = [super::RELAY, super::GATE, super::EPOCH];
+        let keys = [super::RELAY, super::GATE, super::EPOCH, super::COUNTS];
         for (i, a) in keys.iter().enumerate() {
             assert!(keys[i + 1..].iter().all(|b| a != b));
         }
