@@ -84,7 +84,7 @@ CREATE TRIGGER held_counts_truncate AFTER TRUNCATE ON sync.held
 -- new one. Leaving rows are in flight whatever sent them: folded at sent 0
 -- too. Answers how many count rows it took away.
 --
--- Run before every pass (sync_internal.before_pass). One compaction at a
+-- Run before every 16th pass (sync_internal.before_pass). One compaction at a
 -- time: another finding one at work leaves it to it. The DELETE and the
 -- INSERT are one statement, so what it adds is exactly what it took, even
 -- alongside writers of sync.held adding counts meanwhile.

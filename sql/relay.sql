@@ -46,16 +46,22 @@ $$;
 -- pass: uploads kept in the inbox are filed again when due (all of them
 -- when a relay starts: a deploy may have fixed them), and replicas whose
 -- provisioning was put off until it may (said of themselves too often) are
--- marked for it; sync.held's counts are folded together (counted again
--- from scratch when a relay starts: sql/held_counts.sql). Answers what it
+-- marked for it; sync.held's counts are folded together every 16th pass
+-- (counted again from scratch when a relay starts: sql/held_counts.sql). Answers what it
 -- did.
 CREATE FUNCTION sync_internal.before_pass(starts boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 BEGIN
     RETURN jsonb_build_object('refiled', sync.refile(starts),
                               'provision_due', sync_internal.provision_due(),
-                              'held_counts', CASE WHEN starts THEN sync_internal.recount_held()
-                                                  ELSE sync_internal.compact_held_counts() END);
+                              'held_counts', CASE
+                                  WHEN starts THEN sync_internal.recount_held()
+                                  -- Every 16th pass: folding rewrites every
+                                  -- count, a cost that grows with the fleet,
+                                  -- while the counts a few passes add are few.
+                                  WHEN coalesce((SELECT passes FROM sync.relay_state), 0) % 16 = 0
+                                      THEN sync_internal.compact_held_counts()
+                                  ELSE 0 END);
 END
 $$;
 

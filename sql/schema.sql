@@ -316,7 +316,7 @@ CREATE INDEX held_leaving ON sync.held (replica, leaving) WHERE leaving IS NOT N
 -- statement triggers (sql/held_counts.sql), so every writer of sync.held
 -- is counted. Append-only: each statement adds its changes as rows of
 -- their own (+n, -n), which a reader sums, and which
--- sync_internal.compact_held_counts() folds together before a pass; no
+-- sync_internal.compact_held_counts() folds together every 16th pass; no
 -- writer ever waits on another's counter. A folded count of rows that can
 -- never be in flight again (sent in a message the replica said it applied,
 -- not leaving) is kept at sent 0. Not marked for pg_dump: copying sync.held
