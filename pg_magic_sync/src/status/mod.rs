@@ -11,6 +11,7 @@
 
 pub mod explain;
 pub mod progress;
+pub mod rounds;
 pub mod row_progress;
 pub mod should;
 
@@ -91,6 +92,17 @@ const STATES: &str = "\
 /// should.rs's expressions over `scope`, then `STATES`: for every row, or
 /// (`one_row`) for the row of `$2` and `$3`.
 pub fn states_sql(tables: &[Declared], scope: &str, one_row: bool) -> String {
+    let ctes = if one_row {
+        should::one_row_ctes(tables, scope)
+    } else {
+        should::ctes(tables, scope)
+    };
+    states_over(&ctes, one_row)
+}
+
+/// `STATES` after the expressions `ctes` (which name `scope`, `blocked` and
+/// `reach`), narrowed to the row of `$2` and `$3` when `one_row`.
+pub fn states_over(ctes: &str, one_row: bool) -> String {
     let row = |alias: &str| {
         if one_row {
             format!(" AND {alias}.table_name = $2 AND {alias}.key = $3")
@@ -102,11 +114,6 @@ pub fn states_sql(tables: &[Declared], scope: &str, one_row: bool) -> String {
         .replace("{row_r}", &row("r"))
         .replace("{row_h}", &row("h"))
         .replace("{row_n}", &row("n"));
-    let ctes = if one_row {
-        should::one_row_ctes(tables, scope)
-    } else {
-        should::ctes(tables, scope)
-    };
     format!("WITH RECURSIVE {ctes}, {states}")
 }
 

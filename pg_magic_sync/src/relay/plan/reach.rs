@@ -38,8 +38,20 @@ fn same_partition(table: &Declared, alias: &str, replica: &str) -> String {
 /// `among`, only those of its rows `(replica, table_name, key)`. None for a
 /// table whose rows go only where other rows take them.
 pub fn rule_rows(table: &Declared, targets: &str, among: Option<&str>) -> Option<String> {
+    rule_rows_with(table, targets, among, "")
+}
+
+/// As `rule_rows`, each row with the further columns `more` (expressions of
+/// the row `t`, each led by a comma) after its key: what else a reader
+/// wants of the rows it is sent, read in the same scan.
+pub fn rule_rows_with(
+    table: &Declared,
+    targets: &str,
+    among: Option<&str>,
+    more: &str,
+) -> Option<String> {
     let name = quote_literal(&table.name);
-    let key = key_of(table, "t");
+    let key = format!("{}{more}", key_of(table, "t"));
     let within = same_partition(table, "t", "r");
     let from = match among {
         Some(among) => format!(
