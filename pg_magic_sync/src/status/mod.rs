@@ -60,8 +60,10 @@ pub fn scope_ids(scope: Option<Value>) -> Vec<pgrx::Uuid> {
 /// planner takes it back because it is set aside. `{row_*}` narrows each
 /// relation to one row where a read asks of one (`$2` its table, `$3` its
 /// key). Held rows of tables that no longer go down are left to the read.
+/// `{distinct}` de-duplicates `reach`, unless it is known to name each row
+/// once.
 const STATES: &str = "\
-    should AS (SELECT DISTINCT replica, table_name, key, blocked FROM reach r WHERE true{row_r}), \
+    should AS (SELECT {distinct}replica, table_name, key, blocked FROM reach r WHERE true{row_r}), \
     replicas AS MATERIALIZED ( \
         SELECT r.id, r.partition, r.epoch, r.applied_epoch, r.applied_sequence, \
                r.provision OR (r.snapshot_sequence IS NOT NULL AND NOT sync_internal.confirmed( \
@@ -97,12 +99,14 @@ pub fn states_sql(tables: &[Declared], scope: &str, one_row: bool) -> String {
     } else {
         should::ctes(tables, scope)
     };
-    states_over(&ctes, one_row)
+    states_over(&ctes, one_row, false)
 }
 
 /// `STATES` after the expressions `ctes` (which name `scope`, `blocked` and
-/// `reach`), narrowed to the row of `$2` and `$3` when `one_row`.
-pub fn states_over(ctes: &str, one_row: bool) -> String {
+/// `reach`), narrowed to the row of `$2` and `$3` when `one_row`;
+/// `reach_once` when `reach` names each row of each replica once already
+/// (its de-duplication is then left out).
+pub fn states_over(ctes: &str, one_row: bool, reach_once: bool) -> String {
     let row = |alias: &str| {
         if one_row {
             format!(" AND {alias}.table_name = $2 AND {alias}.key = $3")
@@ -113,7 +117,8 @@ pub fn states_over(ctes: &str, one_row: bool) -> String {
     let states = STATES
         .replace("{row_r}", &row("r"))
         .replace("{row_h}", &row("h"))
-        .replace("{row_n}", &row("n"));
+        .replace("{row_n}", &row("n"))
+        .replace("{distinct}", if reach_once { "" } else { "DISTINCT " });
     format!("WITH RECURSIVE {ctes}, {states}")
 }
 

@@ -49,6 +49,7 @@ const PROGRESS: &str = "\
 /// `reach` as rounds.rs worked it out for the one replica of the scope:
 /// `$4` the tables of its rows, `$5` their keys, `$6` whether each is
 /// blocked. Keys compare byte for byte ("C"), as should.rs brings them.
+/// rounds.rs names each row once.
 const REACHED: &str = "\
     SELECT s.id, x.table_name COLLATE \"C\", x.key COLLATE \"C\", x.blocked \
     FROM scope s CROSS JOIN unnest($4::text[], $5::text[], $6::bool[]) AS x(table_name, key, blocked)";
@@ -68,7 +69,11 @@ pub fn progress(scope: Option<Value>) -> Value {
     replicas.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
     let sql = format!(
         "{}{PROGRESS}",
-        states_over(&should::ctes_reaching(&tables, SCOPE_BY_ID, REACHED), false)
+        states_over(
+            &should::ctes_reaching(&tables, SCOPE_BY_ID, REACHED),
+            false,
+            true,
+        )
     );
     let one = |ids: Vec<pgrx::Uuid>, reached: Reached| {
         let args: [DatumWithOid; 6] = [

@@ -11,6 +11,7 @@
 //! and a HashSet keeps what was reached. Every read is a SELECT (the
 //! status reads are STABLE).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use pgrx::datum::DatumWithOid;
@@ -154,12 +155,18 @@ fn read_fetched(sql: &str, args: &[DatumWithOid]) -> Vec<Fetched> {
     })
 }
 
-/// The walk's state: what was reached (and whether it is blocked), which
-/// rows were read from their tables, and what each table points at.
+/// What the walk knows of a row it reached.
+#[derive(Clone, Copy)]
+struct Seen {
+    blocked: bool,
+    /// Read from its table, so its parents' keys are known.
+    read: bool,
+}
+
+/// The walk's state: what was reached, and what each table points at.
 struct Walk<'a> {
     blocked: &'a HashSet<Row>,
-    reached: HashMap<Row, bool>,
-    read: HashSet<Row>,
+    reached: HashMap<Row, Seen>,
     /// The parent table of each reference, per table that goes down.
     parents: HashMap<&'a str, Vec<&'a str>>,
     /// The tables some table that goes down follows.
@@ -171,7 +178,6 @@ impl<'a> Walk<'a> {
         Walk {
             blocked,
             reached: HashMap::new(),
-            read: HashSet::new(),
             parents: down(tables)
                 .map(|t| {
                     let parents = t.references.iter().map(|r| r.parent.as_str()).collect();
@@ -188,18 +194,17 @@ impl<'a> Walk<'a> {
     /// time: the rows themselves, then the parents of each that is not
     /// blocked (a blocked row reaches nothing further).
     fn take(&mut self, fetched: Vec<Fetched>) -> Vec<Row> {
-        for f in &fetched {
-            if f.parents.is_some() {
-                self.read.insert(f.row.clone());
+        let mut new = Vec::new();
+        let mut pointed = Vec::new();
+        for f in fetched {
+            let read = f.parents.is_some();
+            let seen = self.arrive(f.row.clone(), read, &mut new);
+            if let (Some(keys), false) = (f.parents, seen.blocked) {
+                pointed.push((f.row.0, keys));
             }
         }
-        let mut new = Vec::new();
-        for f in fetched {
-            let blocked = self.arrive(&f.row, &mut new);
-            let (Some(keys), false) = (f.parents, blocked) else {
-                continue;
-            };
-            let Some(tables) = self.parents.get(f.row.0.as_str()) else {
+        for (table, keys) in pointed {
+            let Some(tables) = self.parents.get(table.as_str()) else {
                 continue;
             };
             let parents: Vec<Row> = tables
@@ -208,22 +213,32 @@ impl<'a> Walk<'a> {
                 .filter_map(|(table, key)| key.map(|key| ((*table).to_owned(), key)))
                 .collect();
             for parent in parents {
-                self.arrive(&parent, &mut new);
+                self.arrive(parent, false, &mut new);
             }
         }
         new
     }
 
-    /// Records `row` as reached, adding it to `new` if it was not; answers
-    /// whether it is blocked.
-    fn arrive(&mut self, row: &Row, new: &mut Vec<Row>) -> bool {
-        if let Some(blocked) = self.reached.get(row) {
-            return *blocked;
+    /// Records `row` as reached (and as `read` from its table, if it was),
+    /// adding it to `new` if it was not reached before.
+    fn arrive(&mut self, row: Row, read: bool, new: &mut Vec<Row>) -> Seen {
+        let blocked = self.blocked;
+        match self.reached.entry(row) {
+            Entry::Occupied(mut known) => {
+                known.get_mut().read |= read;
+                *known.get()
+            }
+            Entry::Vacant(vacant) => {
+                let row = vacant.key().clone();
+                let seen = Seen {
+                    blocked: !blocked.is_empty() && blocked.contains(&row),
+                    read,
+                };
+                vacant.insert(seen);
+                new.push(row);
+                seen
+            }
         }
-        let blocked = self.blocked.contains(row);
-        self.reached.insert(row.clone(), blocked);
-        new.push(row.clone());
-        blocked
     }
 
     /// Of the rows reached for the first time, those to read by key (rows
@@ -233,13 +248,14 @@ impl<'a> Walk<'a> {
         let mut by_key = Vec::new();
         let mut followed = Vec::new();
         for row in new {
-            if self.reached[&row] {
+            let seen = self.reached[&row];
+            if seen.blocked {
                 continue;
             }
             if self.followed.contains(row.0.as_str()) {
                 followed.push(row.clone());
             }
-            if self.parents.contains_key(row.0.as_str()) && !self.read.contains(&row) {
+            if !seen.read && self.parents.contains_key(row.0.as_str()) {
                 by_key.push(row);
             }
         }
@@ -248,10 +264,10 @@ impl<'a> Walk<'a> {
 
     fn into_reached(self) -> Reached {
         let mut reached = Reached::default();
-        for ((table, key), blocked) in self.reached {
+        for ((table, key), seen) in self.reached {
             reached.tables.push(table);
             reached.keys.push(key);
-            reached.blocked.push(blocked);
+            reached.blocked.push(seen.blocked);
         }
         reached
     }
