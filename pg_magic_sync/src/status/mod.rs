@@ -11,6 +11,7 @@
 
 pub mod explain;
 pub mod progress;
+pub mod rounds;
 pub mod row_progress;
 pub mod should;
 
@@ -59,8 +60,10 @@ pub fn scope_ids(scope: Option<Value>) -> Vec<pgrx::Uuid> {
 /// planner takes it back because it is set aside. `{row_*}` narrows each
 /// relation to one row where a read asks of one (`$2` its table, `$3` its
 /// key). Held rows of tables that no longer go down are left to the read.
+/// `{distinct}` de-duplicates `reach`, unless it is known to name each row
+/// once.
 const STATES: &str = "\
-    should AS (SELECT DISTINCT replica, table_name, key, blocked FROM reach r WHERE true{row_r}), \
+    should AS (SELECT {distinct}replica, table_name, key, blocked FROM reach r WHERE true{row_r}), \
     replicas AS MATERIALIZED ( \
         SELECT r.id, r.partition, r.epoch, r.applied_epoch, r.applied_sequence, \
                r.provision OR (r.snapshot_sequence IS NOT NULL AND NOT sync_internal.confirmed( \
@@ -91,8 +94,20 @@ const STATES: &str = "\
 /// should.rs's expressions over `scope`, then `STATES`: for every row, or
 /// (`one_row`) for the row of `$2` (of that table) and `$3`.
 pub fn states_sql(tables: &[Declared], scope: &str, one_row: Option<&Declared>) -> String {
+    let ctes = match one_row {
+        Some(asked) => should::one_row_ctes(tables, asked, scope, should::Ways::Whether),
+        None => should::ctes(tables, scope),
+    };
+    states_over(&ctes, one_row.is_some(), false)
+}
+
+/// `STATES` after the expressions `ctes` (which name `scope`, `blocked` and
+/// `reach`), narrowed to the row of `$2` and `$3` when `one_row`;
+/// `reach_once` when `reach` names each row of each replica once already
+/// (its de-duplication is then left out).
+pub fn states_over(ctes: &str, one_row: bool, reach_once: bool) -> String {
     let row = |alias: &str| {
-        if one_row.is_some() {
+        if one_row {
             format!(" AND {alias}.table_name = $2 AND {alias}.key = $3")
         } else {
             String::new()
@@ -101,11 +116,8 @@ pub fn states_sql(tables: &[Declared], scope: &str, one_row: Option<&Declared>) 
     let states = STATES
         .replace("{row_r}", &row("r"))
         .replace("{row_h}", &row("h"))
-        .replace("{row_n}", &row("n"));
-    let ctes = match one_row {
-        Some(asked) => should::one_row_ctes(tables, asked, scope, should::Ways::Whether),
-        None => should::ctes(tables, scope),
-    };
+        .replace("{row_n}", &row("n"))
+        .replace("{distinct}", if reach_once { "" } else { "DISTINCT " });
     format!("WITH RECURSIVE {ctes}, {states}")
 }
 

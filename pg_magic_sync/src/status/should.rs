@@ -94,6 +94,26 @@ pub fn ctes(tables: &[Declared], scope: &str) -> String {
     )
 }
 
+/// `scope` and `blocked` as above, then `reach` as the relation `reached`
+/// gives it (`(replica, table_name, key, blocked)`): for a reader that
+/// worked out what the rules reach by other means (rounds.rs).
+pub fn ctes_reaching(tables: &[Declared], scope: &str, reached: &str) -> String {
+    format!(
+        "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
+         reach(replica, table_name, key, blocked) AS ({reached})",
+        blocked = blocked(tables),
+    )
+}
+
+/// Every row that cannot go, `(table_name, key)`, each once.
+pub fn blocked_rows(tables: &[Declared]) -> String {
+    format!(
+        "WITH RECURSIVE blocked(table_name, key, root_table, root_key) AS ({}) \
+         SELECT DISTINCT table_name, key FROM blocked",
+        blocked(tables)
+    )
+}
+
 /// What a read of one row asks of its ways there.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Ways {

@@ -38,9 +38,21 @@ fn same_partition(table: &Declared, alias: &str, replica: &str) -> String {
 /// `among`, only those of its rows `(replica, table_name, key)`. None for a
 /// table whose rows go only where other rows take them.
 pub fn rule_rows(table: &Declared, targets: &str, among: Option<&str>) -> Option<String> {
+    rule_rows_with(table, targets, among, "")
+}
+
+/// As `rule_rows`, each row with the further columns `more` (expressions of
+/// the row `t`, each led by a comma) after its key: what else a reader
+/// wants of the rows it is sent, read in the same scan.
+pub fn rule_rows_with(
+    table: &Declared,
+    targets: &str,
+    among: Option<&str>,
+    more: &str,
+) -> Option<String> {
     match among {
-        Some(pairs) => rule_sql(table, targets, Asked::Pairs(pairs)),
-        None => rule_sql(table, targets, Asked::Every),
+        Some(pairs) => rule_sql(table, targets, Asked::Pairs(pairs), more),
+        None => rule_sql(table, targets, Asked::Every, more),
     }
 }
 
@@ -49,7 +61,7 @@ pub fn rule_rows(table: &Declared, targets: &str, among: Option<&str>) -> Option
 /// key)`. Asked of a few rows and many replicas, the rule reads each row
 /// once and names its replicas, where pairs would read it once per replica.
 pub fn rule_rows_of(table: &Declared, targets: &str, rows: &str) -> Option<String> {
-    rule_sql(table, targets, Asked::Rows(rows))
+    rule_sql(table, targets, Asked::Rows(rows), "")
 }
 
 /// The rows a rule is asked about.
@@ -63,9 +75,9 @@ enum Asked<'a> {
     Rows(&'a str),
 }
 
-fn rule_sql(table: &Declared, targets: &str, asked: Asked<'_>) -> Option<String> {
+fn rule_sql(table: &Declared, targets: &str, asked: Asked<'_>, more: &str) -> Option<String> {
     let name = quote_literal(&table.name);
-    let key = key_of(table, "t");
+    let key = format!("{}{more}", key_of(table, "t"));
     let within = same_partition(table, "t", "r");
     let source = table.source();
     let from = match asked {
