@@ -91,14 +91,11 @@ const STATES: &str = "\
         LEFT JOIN pending n \
              ON n.table_name = coalesce(s.table_name, h.table_name) AND n.key = coalesce(s.key, h.key))";
 
-/// should.rs's expressions over `scope`, then `STATES`: for every row, or
-/// (`one_row`) for the row of `$2` (of that table) and `$3`.
-pub fn states_sql(tables: &[Declared], scope: &str, one_row: Option<&Declared>) -> String {
-    let ctes = match one_row {
-        Some(asked) => should::one_row_ctes(tables, asked, scope, should::Ways::Whether),
-        None => should::ctes(tables, scope),
-    };
-    states_over(&ctes, one_row.is_some(), false)
+/// should.rs's expressions over `scope` for the row of `$2` (of table
+/// `asked`) and `$3`, then `STATES`.
+pub fn states_sql(tables: &[Declared], scope: &str, asked: &Declared) -> String {
+    let ctes = should::one_row_ctes(tables, asked, scope, should::Ways::Whether);
+    states_over(&ctes, true, false)
 }
 
 /// `STATES` after the expressions `ctes` (which name `scope`, `blocked` and

@@ -304,3 +304,36 @@ pub fn reached(tables: &[Declared], blocked: &HashSet<Row>, replica: pgrx::Uuid)
         new = walk.take(read_fetched(&round, &args));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::table_sql::qualified;
+    use crate::catalog::{Mirror, Rule};
+    use magic_sync_proto::key::KeyType;
+
+    fn products(mirror: Mirror) -> Declared {
+        Declared {
+            name: "products".into(),
+            relation: qualified("shop", "products"),
+            mirror,
+            key_columns: vec!["id".into()],
+            key_types: vec![KeyType::Uuid],
+            rule: Rule::Broadcast,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tables_that_point_at_nothing_reach_only_what_their_rules_send() {
+        let sql = rule_rows_sql(&[products(Mirror::Catalog)]).unwrap();
+        assert!(sql.contains("\"shop\".\"products\""), "{sql}");
+        assert!(sql.contains("ARRAY[]::text[]"), "{sql}");
+    }
+
+    #[test]
+    fn tables_that_go_up_reach_no_replica() {
+        assert!(rule_rows_sql(&[products(Mirror::Record)]).is_none());
+        assert!(round_sql(&[products(Mirror::Record)]).is_none());
+    }
+}

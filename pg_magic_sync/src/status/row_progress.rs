@@ -37,10 +37,7 @@ pub fn row_progress(
     let tables = tables();
     let table = table_going_down(&tables, table_name)?;
     let key = key_of(&table, key)?;
-    let sql = format!(
-        "{} {ROW_PROGRESS}",
-        states_sql(&tables, SCOPE, Some(&table))
-    );
+    let sql = format!("{} {ROW_PROGRESS}", states_sql(&tables, SCOPE, &table));
     let args: [DatumWithOid; 4] = [
         scope.map(pgrx::JsonB).into(),
         table.name.as_str().into(),

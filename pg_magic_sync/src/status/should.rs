@@ -1,8 +1,7 @@
 //! What the replicas of a scope should hold now, as the planner sees it,
 //! written as SELECTs only: the status reads are STABLE and may not fill the
 //! pass's scratch tables. Common table expressions stand for the relations
-//! relay/plan/reach.rs takes by name, and a recursive one stands for the
-//! snapshot planner's rounds (relay/plan/snapshot.rs).
+//! relay/plan/reach.rs takes by name.
 //!
 //! The expressions, written after `WITH RECURSIVE`:
 //! - `scope (id, partition)`: the scope's live replicas;
@@ -10,13 +9,13 @@
 //!   go, each with the row set aside that blocks it (itself, or a row it
 //!   points at, through any number of references);
 //! - `reach (replica, table_name, key, blocked)`: what the rules send each
-//!   replica, then every parent and follower of what was reached, rounds on
-//!   until nothing new comes; a blocked row is reached (so it can be counted
-//!   as set aside) but reaches nothing further, as the planner never plans
-//!   it.
+//!   replica, then every parent and follower of what was reached; a blocked
+//!   row is reached (so it can be counted as set aside) but reaches nothing
+//!   further, as the planner never plans it. For every row of a replica,
+//!   rounds.rs works it out and `ctes_reaching` takes it in.
 //!
-//! Asked of one row (`one_row_ctes`), the same answer comes the other way
-//! round, at the cost of what leads to that row rather than of everything:
+//! Asked of one row (`one_row_ctes`), it comes the other way round, at the
+//! cost of what leads to that row rather than of everything:
 //! - `back (table_name, key, via_kind, via_table, via_key)`: the row (`$2`,
 //!   `$3`), then every row that reaches it, walking the edges backwards (a
 //!   row that points at one, the row a follower follows), through rows that
@@ -33,7 +32,7 @@
 //! - `reach`, as above, of that one row only.
 
 use crate::catalog::Declared;
-use crate::relay::plan::reach::{children, followers, parents, rule_rows, rule_rows_of};
+use crate::relay::plan::reach::{children, parents, rule_rows_of};
 
 /// A relation of no rows `(replica, table_name, key)`, for a union of none.
 const NO_ROWS: &str = "SELECT NULL::uuid, NULL::text, NULL::text WHERE false";
@@ -50,14 +49,6 @@ fn is_blocked(alias: &str) -> String {
     format!(
         "EXISTS (SELECT 1 FROM blocked b WHERE b.table_name = {alias}.table_name \
          AND b.key = {alias}.key)"
-    )
-}
-
-/// The row `alias` of a lateral join, as a relation reach.rs can take by name.
-fn one_row(alias: &str) -> String {
-    format!(
-        "(SELECT {alias}.replica AS replica, {alias}.table_name AS table_name, \
-         {alias}.key AS key)"
     )
 }
 
@@ -83,18 +74,7 @@ fn down(tables: &[Declared]) -> impl Iterator<Item = &Declared> {
     tables.iter().filter(|t| t.mirror.goes_down())
 }
 
-/// The common table expressions described above, for the replicas `scope`
-/// answers (a query of `(id, partition)`).
-pub fn ctes(tables: &[Declared], scope: &str) -> String {
-    format!(
-        "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
-         reach(replica, table_name, key, blocked) AS ({reach})",
-        blocked = blocked(tables),
-        reach = reach(tables),
-    )
-}
-
-/// `scope` and `blocked` as above, then `reach` as the relation `reached`
+/// `scope` and `blocked`, then `reach` as the relation `reached`
 /// gives it (`(replica, table_name, key, blocked)`): for a reader that
 /// worked out what the rules reach by other means (rounds.rs).
 pub fn ctes_reaching(tables: &[Declared], scope: &str, reached: &str) -> String {
@@ -236,38 +216,6 @@ fn blocked(tables: &[Declared]) -> String {
     )
 }
 
-/// What the rules send, closed over parents and followers.
-fn reach(tables: &[Declared]) -> String {
-    let sent: Vec<String> = down(tables)
-        .filter_map(|table| rule_rows(table, "scope", None))
-        .collect();
-    let seeds = format!(
-        "SELECT s.replica, s.table_name, s.key, {blocked} FROM ( \
-         SELECT s0.replica, s0.table_name COLLATE \"C\" AS table_name, s0.key COLLATE \"C\" AS key \
-         FROM ({rules}) AS s0(replica, table_name, key)) AS s",
-        blocked = is_blocked("s"),
-        rules = union_all(sent),
-    );
-    let mut reached = Vec::new();
-    for table in down(tables) {
-        for reference in &table.references {
-            reached.push(parents(table, reference, &one_row("f0")));
-        }
-        reached.extend(followers(table, &one_row("f0")));
-    }
-    if reached.is_empty() {
-        return seeds;
-    }
-    format!(
-        "{seeds} UNION \
-         SELECT u.replica, u.table_name, u.key, {blocked} FROM reach AS f0 CROSS JOIN LATERAL ( \
-         SELECT u0.replica, u0.table_name COLLATE \"C\" AS table_name, u0.key COLLATE \"C\" AS key \
-         FROM ({rows}) AS u0(replica, table_name, key)) AS u WHERE NOT f0.blocked",
-        blocked = is_blocked("u"),
-        rows = reached.join(" UNION ALL "),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,20 +262,21 @@ mod tests {
     }
 
     #[test]
-    fn tables_that_point_at_nothing_reach_only_what_their_rules_send() {
-        let sql = ctes(&[table("products", Rule::Broadcast, vec![])], "SELECT 1");
-        assert!(!sql.contains("FROM reach AS f0"), "{sql}");
+    fn tables_that_point_at_nothing_block_only_what_is_set_aside() {
+        let sql = blocked_rows(&[table("products", Rule::Broadcast, vec![])]);
         assert!(!sql.contains("FROM blocked AS b0"), "{sql}");
-        assert!(sql.contains("\"shop\".\"products\""), "{sql}");
+        assert!(sql.contains("FROM sync.quarantine q"), "{sql}");
     }
 
     #[test]
-    fn a_reference_closes_reach_over_parents_and_blocks_what_points_at_a_row_set_aside() {
-        let sql = ctes(&orders_of_products(), "SELECT 1");
-        assert!(sql.contains("FROM reach AS f0 CROSS JOIN LATERAL"), "{sql}");
-        assert!(sql.contains("WHERE NOT f0.blocked"), "{sql}");
+    fn a_reference_blocks_what_points_at_a_row_set_aside() {
+        let sql = ctes_reaching(&orders_of_products(), "SELECT 1", "SELECT 2");
         assert!(
             sql.contains("FROM blocked AS b0 CROSS JOIN LATERAL"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("reach(replica, table_name, key, blocked) AS (SELECT 2)"),
             "{sql}"
         );
     }
@@ -359,13 +308,5 @@ mod tests {
         let orders_only = orders_of_products();
         let by_ways = one_row_ctes(&orders_only, &orders_only[0], "SELECT 1", Ways::Whether);
         assert!(!by_ways.contains("everywhere"), "{by_ways}");
-    }
-
-    #[test]
-    fn tables_that_go_up_reach_no_replica() {
-        let mut record = table("sales", Rule::Broadcast, vec![]);
-        record.mirror = Mirror::Record;
-        let sql = ctes(&[record], "SELECT 1");
-        assert!(!sql.contains("\"sales\""), "{sql}");
     }
 }
