@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{answer, key_of, should, table_going_down, tables, CONTRACT, SCOPE};
+use super::{answer, key_of, should, table_going_down, tables, CONTRACT, NOW, SCOPE};
 use crate::catalog::table_sql::{key_matches, quote_ident, quote_literal};
 use crate::catalog::Declared;
 use crate::error::Error;
@@ -35,9 +35,6 @@ const HELD: &str = "\
     LEFT JOIN sync.held h ON h.replica = $1 AND h.table_name = $2 AND h.key = $3 \
     LEFT JOIN LATERAL (SELECT max(id) AS newest FROM sync.notes \
                        WHERE table_name = $2 AND key = $3) AS n ON true";
-
-/// The server's time, as the answer's `now`.
-const NOW: &str = "SELECT to_jsonb(now())";
 
 /// How many rows that pull a row in are named.
 const NAMED: i64 = 20;

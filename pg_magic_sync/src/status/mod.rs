@@ -6,13 +6,15 @@
 //! SELECTs (the SQL functions are STABLE: one snapshot, nothing written),
 //! and counts only the live replicas of its scope
 //! (`sync_internal.scope_replicas`, sql/status.sql). What a replica should
-//! hold is worked out by should.rs; a row's state is named by
-//! `sync_internal.row_state` (sql/status_rows.sql).
+//! hold is worked out by should.rs (one row) or rounds.rs (a replica's
+//! every row); a row's state is named by `sync_internal.row_state`
+//! (sql/status_rows.sql), or by row_state.rs where progress counts them.
 
 pub mod explain;
 pub mod progress;
 pub mod rounds;
 pub mod row_progress;
+pub mod row_state;
 pub mod should;
 
 use magic_sync_proto::key;
@@ -31,20 +33,16 @@ pub const CONTRACT: i32 = 1;
 /// is the statement's first argument.
 pub const SCOPE: &str = "SELECT id, partition FROM sync_internal.scope_replicas($1)";
 
-/// The same replicas given by id (`$1`, from `scope_ids`): the planner
-/// counts an array it is given, not what a function answers (a thousand
-/// rows, it guesses), and with one replica guessed at a thousand it read
-/// every order and every held row rather than that replica's.
-pub const SCOPE_BY_ID: &str =
-    "SELECT r.id, r.partition FROM sync.replicas r WHERE r.id = ANY ($1::uuid[])";
+/// The server's time, as every answer gives it.
+pub const NOW: &str = "SELECT to_jsonb(now())";
 
 /// The ids of a scope's live replicas; a scope of the wrong shape is
 /// refused as `scope_replicas` refuses it.
 const SCOPE_IDS: &str =
     "SELECT coalesce(array_agg(id), '{}') FROM sync_internal.scope_replicas($1)";
 
-/// The live replicas of `scope`, for `SCOPE_BY_ID`. Read in the statement's
-/// snapshot, as the read that takes them.
+/// The ids of the live replicas of `scope`, read in the statement's
+/// snapshot, as the reads that follow.
 pub fn scope_ids(scope: Option<Value>) -> Vec<pgrx::Uuid> {
     let args: [DatumWithOid; 1] = [scope.map(pgrx::JsonB).into()];
     spi::select(SCOPE_IDS, Some(1), &args, |mut rows| {
@@ -60,10 +58,8 @@ pub fn scope_ids(scope: Option<Value>) -> Vec<pgrx::Uuid> {
 /// planner takes it back because it is set aside. `{row_*}` narrows each
 /// relation to one row where a read asks of one (`$2` its table, `$3` its
 /// key). Held rows of tables that no longer go down are left to the read.
-/// `{distinct}` de-duplicates `reach`, unless it is known to name each row
-/// once.
 const STATES: &str = "\
-    should AS (SELECT {distinct}replica, table_name, key, blocked FROM reach r WHERE true{row_r}), \
+    should AS (SELECT DISTINCT replica, table_name, key, blocked FROM reach r WHERE true{row_r}), \
     replicas AS MATERIALIZED ( \
         SELECT r.id, r.partition, r.epoch, r.applied_epoch, r.applied_sequence, \
                r.provision OR (r.snapshot_sequence IS NOT NULL AND NOT sync_internal.confirmed( \
@@ -92,29 +88,14 @@ const STATES: &str = "\
              ON n.table_name = coalesce(s.table_name, h.table_name) AND n.key = coalesce(s.key, h.key))";
 
 /// should.rs's expressions over `scope` for the row of `$2` (of table
-/// `asked`) and `$3`, then `STATES`.
+/// `asked`) and `$3`, then `STATES` narrowed to that row.
 pub fn states_sql(tables: &[Declared], scope: &str, asked: &Declared) -> String {
     let ctes = should::one_row_ctes(tables, asked, scope, should::Ways::Whether);
-    states_over(&ctes, true, false)
-}
-
-/// `STATES` after the expressions `ctes` (which name `scope`, `blocked` and
-/// `reach`), narrowed to the row of `$2` and `$3` when `one_row`;
-/// `reach_once` when `reach` names each row of each replica once already
-/// (its de-duplication is then left out).
-pub fn states_over(ctes: &str, one_row: bool, reach_once: bool) -> String {
-    let row = |alias: &str| {
-        if one_row {
-            format!(" AND {alias}.table_name = $2 AND {alias}.key = $3")
-        } else {
-            String::new()
-        }
-    };
+    let row = |alias: &str| format!(" AND {alias}.table_name = $2 AND {alias}.key = $3");
     let states = STATES
         .replace("{row_r}", &row("r"))
         .replace("{row_h}", &row("h"))
-        .replace("{row_n}", &row("n"))
-        .replace("{distinct}", if reach_once { "" } else { "DISTINCT " });
+        .replace("{row_n}", &row("n"));
     format!("WITH RECURSIVE {ctes}, {states}")
 }
 

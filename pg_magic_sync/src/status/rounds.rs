@@ -8,11 +8,13 @@
 //! (they are its own columns), so only rows reached as parents are looked
 //! up by key, and only the rows a follower follows are looked up for their
 //! followers: a round is one SELECT over arrays of the keys newly reached,
-//! and a HashSet keeps what was reached. Every read is a SELECT (the
-//! status reads are STABLE).
+//! and a hash map keeps what was reached. Every read is a SELECT (the
+//! status reads are STABLE). A row names its table by its place among the
+//! tables that go down, so that the map's keys cost one string, not two.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use pgrx::datum::DatumWithOid;
 
@@ -23,16 +25,36 @@ use crate::spi;
 
 use super::should;
 
-/// A row by its table and key text.
-type Row = (String, String);
+/// A row by its table (its place in `Down`) and key text.
+pub type Row = (usize, String);
 
-/// The rows one replica reaches, as three arrays of one length: the table
-/// of each, its key, and whether it is blocked.
-#[derive(Debug, Default)]
-pub struct Reached {
-    pub tables: Vec<String>,
-    pub keys: Vec<String>,
-    pub blocked: Vec<bool>,
+/// The tables that go down, the only ones a replica is sent, parents
+/// first; a row names its table by its place here.
+pub struct Down<'a>(Vec<&'a Declared>);
+
+impl<'a> Down<'a> {
+    pub fn of(tables: &'a [Declared]) -> Self {
+        Down(tables.iter().filter(|t| t.mirror.goes_down()).collect())
+    }
+
+    /// The place of the table `name`, if it goes down.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.0.iter().position(|t| t.name == name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.0.iter().map(|t| t.name.as_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// A row's table, read from SPI as its name, by its place in `down`; None
+/// for a table that does not go down.
+pub fn table_at(down: &Down, row: &pgrx::spi::SpiHeapTupleData, what: &str) -> Option<usize> {
+    down.position(spi::column::<&str>(row, 1, what))
 }
 
 /// A row read from a table: its key, and the keys of its parents in the
@@ -52,21 +74,18 @@ const FETCHED: &str = "AS x(table_name, key, parents)";
 
 /// The rows set aside and every row that points at one: blocked for every
 /// replica, so read once for a whole scope.
-pub fn blocked_rows(tables: &[Declared]) -> HashSet<Row> {
+pub fn blocked_rows(tables: &[Declared]) -> FxHashSet<Row> {
+    let down = Down::of(tables);
+    let what = "a blocked row";
     spi::select(&should::blocked_rows(tables), None, &[], |rows| {
-        rows.map(|row| {
-            (
-                spi::column::<String>(&row, 1, "a blocked row's table"),
-                spi::column::<String>(&row, 2, "a blocked row's key"),
-            )
+        rows.filter_map(|row| {
+            Some((
+                table_at(&down, &row, what)?,
+                spi::column::<String>(&row, 2, what),
+            ))
         })
         .collect()
     })
-}
-
-/// The tables that go down, the only ones a replica is sent.
-fn down(tables: &[Declared]) -> impl Iterator<Item = &Declared> {
-    tables.iter().filter(|t| t.mirror.goes_down())
 }
 
 /// The keys of the parents of the row `t` of `table`, as a text array.
@@ -83,7 +102,9 @@ fn parent_keys(table: &Declared) -> String {
 /// A table read through its active view gives none: the walk reads its
 /// parents from the table itself, as the recursive expression does.
 fn rule_rows_sql(tables: &[Declared]) -> Option<String> {
-    let parts: Vec<String> = down(tables)
+    let parts: Vec<String> = Down::of(tables)
+        .0
+        .into_iter()
         .filter_map(|table| {
             let parents = if table.active.is_some() {
                 "NULL::text[]".to_owned()
@@ -103,35 +124,45 @@ fn rule_rows_sql(tables: &[Declared]) -> Option<String> {
     ))
 }
 
-/// One round's reads: the rows of `$1` (tables) and `$2` (keys) read by
-/// key, and the followers of the rows of `$3` and `$4`, each with its
-/// parents' keys. None when no table goes down.
+/// One round's reads, with two text arrays per table that goes down (in
+/// order: `$1` and `$2` for the first, and so on): the keys of its rows to
+/// read by key, and the keys of its rows whose followers to read; each row
+/// comes with its parents' keys. An array per table lets the planner see
+/// how many keys each read takes (six thousand products' followers are
+/// read by one hash join, not six thousand index probes). None when no
+/// table goes down.
 fn round_sql(tables: &[Declared]) -> Option<String> {
+    let down = Down::of(tables).0;
+    let by_key = |position: usize| 2 * position + 1;
+    let followed_of = |position: usize| 2 * position + 2;
     let mut parts = Vec::new();
-    for table in down(tables) {
+    for (position, table) in down.iter().enumerate() {
         parts.push(format!(
             "SELECT {name}, {key}, {parents} \
-             FROM unnest($1::text[], $2::text[]) AS c(table_name, key) \
-             JOIN {rel} AS t ON c.table_name = {name} AND {matches}",
+             FROM unnest(${param}::text[]) AS c(key) JOIN {rel} AS t ON {matches}",
             name = quote_literal(&table.name),
             key = key_of(table, "t"),
             parents = parent_keys(table),
+            param = by_key(position),
             rel = table.relation,
             matches = row_is(table, "t", "c.key"),
         ));
-        if let Some(followed) = table.followed() {
-            parts.push(format!(
-                "SELECT {name}, {key}, {parents} \
-                 FROM unnest($3::text[], $4::text[]) AS c(table_name, key) \
-                 JOIN {rel} AS t ON c.table_name = {parent} AND {points}",
-                name = quote_literal(&table.name),
-                key = key_of(table, "t"),
-                parents = parent_keys(table),
-                rel = table.relation,
-                parent = quote_literal(&followed.parent),
-                points = key_is("t", &followed.columns, &followed.key_types, "c.key"),
-            ));
-        }
+        let Some(followed) = table.followed() else {
+            continue;
+        };
+        let Some(parent) = down.iter().position(|t| t.name == followed.parent) else {
+            continue;
+        };
+        parts.push(format!(
+            "SELECT {name}, {key}, {parents} \
+             FROM unnest(${param}::text[]) AS c(key) JOIN {rel} AS t ON {points}",
+            name = quote_literal(&table.name),
+            key = key_of(table, "t"),
+            parents = parent_keys(table),
+            param = followed_of(parent),
+            rel = table.relation,
+            points = key_is("t", &followed.columns, &followed.key_types, "c.key"),
+        ));
     }
     if parts.is_empty() {
         return None;
@@ -142,14 +173,17 @@ fn round_sql(tables: &[Declared]) -> Option<String> {
     ))
 }
 
-fn read_fetched(sql: &str, args: &[DatumWithOid]) -> Vec<Fetched> {
+fn read_fetched(down: &Down, sql: &str, args: &[DatumWithOid]) -> Vec<Fetched> {
+    let what = "a reached row";
     spi::select(sql, None, args, |rows| {
-        rows.map(|row| Fetched {
-            row: (
-                spi::column::<String>(&row, 1, "a reached row's table"),
-                spi::column::<String>(&row, 2, "a reached row's key"),
-            ),
-            parents: spi::nullable::<Vec<Option<String>>>(&row, 3, "a reached row's parents"),
+        rows.filter_map(|row| {
+            Some(Fetched {
+                row: (
+                    table_at(down, &row, what)?,
+                    spi::column::<String>(&row, 2, what),
+                ),
+                parents: spi::nullable::<Vec<Option<String>>>(&row, 3, "a reached row's parents"),
+            })
         })
         .collect()
     })
@@ -157,36 +191,47 @@ fn read_fetched(sql: &str, args: &[DatumWithOid]) -> Vec<Fetched> {
 
 /// What the walk knows of a row it reached.
 #[derive(Clone, Copy)]
-struct Seen {
-    blocked: bool,
+pub struct Seen {
+    /// It, or a row it points at, is set aside: it cannot go.
+    pub blocked: bool,
     /// Read from its table, so its parents' keys are known.
-    read: bool,
+    pub read: bool,
 }
 
 /// The walk's state: what was reached, and what each table points at.
 struct Walk<'a> {
-    blocked: &'a HashSet<Row>,
-    reached: HashMap<Row, Seen>,
-    /// The parent table of each reference, per table that goes down.
-    parents: HashMap<&'a str, Vec<&'a str>>,
-    /// The tables some table that goes down follows.
-    followed: HashSet<&'a str>,
+    blocked: &'a FxHashSet<Row>,
+    reached: FxHashMap<Row, Seen>,
+    /// Per table that goes down, the parent table of each of its
+    /// references (None for a parent that does not go down: no replica
+    /// is sent it).
+    parents: Vec<Vec<Option<usize>>>,
+    /// Per table that goes down, whether some table follows it.
+    followed: Vec<bool>,
 }
 
 impl<'a> Walk<'a> {
-    fn new(tables: &'a [Declared], blocked: &'a HashSet<Row>) -> Self {
+    fn new(down: &Down, blocked: &'a FxHashSet<Row>) -> Self {
+        let mut followed = vec![false; down.len()];
+        for table in &down.0 {
+            if let Some(parent) = table.followed().and_then(|f| down.position(&f.parent)) {
+                followed[parent] = true;
+            }
+        }
         Walk {
             blocked,
-            reached: HashMap::new(),
-            parents: down(tables)
+            reached: FxHashMap::default(),
+            parents: down
+                .0
+                .iter()
                 .map(|t| {
-                    let parents = t.references.iter().map(|r| r.parent.as_str()).collect();
-                    (t.name.as_str(), parents)
+                    t.references
+                        .iter()
+                        .map(|r| down.position(&r.parent))
+                        .collect()
                 })
                 .collect(),
-            followed: down(tables)
-                .filter_map(|t| t.followed().map(|f| f.parent.as_str()))
-                .collect(),
+            followed,
         }
     }
 
@@ -198,19 +243,17 @@ impl<'a> Walk<'a> {
         let mut pointed = Vec::new();
         for f in fetched {
             let read = f.parents.is_some();
-            let seen = self.arrive(f.row.clone(), read, &mut new);
+            let table = f.row.0;
+            let seen = self.arrive(f.row, read, &mut new);
             if let (Some(keys), false) = (f.parents, seen.blocked) {
-                pointed.push((f.row.0, keys));
+                pointed.push((table, keys));
             }
         }
         for (table, keys) in pointed {
-            let Some(tables) = self.parents.get(table.as_str()) else {
-                continue;
-            };
-            let parents: Vec<Row> = tables
+            let parents: Vec<Row> = self.parents[table]
                 .iter()
                 .zip(keys)
-                .filter_map(|(table, key)| key.map(|key| ((*table).to_owned(), key)))
+                .filter_map(|(parent, key)| Some(((*parent)?, key?)))
                 .collect();
             for parent in parents {
                 self.arrive(parent, false, &mut new);
@@ -252,56 +295,60 @@ impl<'a> Walk<'a> {
             if seen.blocked {
                 continue;
             }
-            if self.followed.contains(row.0.as_str()) {
+            if self.followed[row.0] {
                 followed.push(row.clone());
             }
-            if !seen.read && self.parents.contains_key(row.0.as_str()) {
+            if !seen.read {
                 by_key.push(row);
             }
         }
         (by_key, followed)
     }
 
-    fn into_reached(self) -> Reached {
-        let mut reached = Reached::default();
-        for ((table, key), seen) in self.reached {
-            reached.tables.push(table);
-            reached.keys.push(key);
-            reached.blocked.push(seen.blocked);
-        }
-        reached
+    fn into_reached(self) -> FxHashMap<Row, Seen> {
+        self.reached
     }
 }
 
-/// The rows as two arrays, tables and keys, for a round's parameters.
-fn columns(rows: Vec<Row>) -> (Vec<String>, Vec<String>) {
-    rows.into_iter().unzip()
+/// A round's parameters: for each table that goes down, the keys of
+/// `by_key` of it, then the keys of `followed` of it.
+fn round_args(down: &Down, by_key: Vec<Row>, followed: Vec<Row>) -> Vec<DatumWithOid<'static>> {
+    let per_table = |rows: Vec<Row>| {
+        let mut keys: Vec<Vec<String>> = vec![Vec::new(); down.len()];
+        for (table, key) in rows {
+            keys[table].push(key);
+        }
+        keys
+    };
+    per_table(by_key)
+        .into_iter()
+        .zip(per_table(followed))
+        .flat_map(|(by_key, followed)| [by_key.into(), followed.into()])
+        .collect()
 }
 
 /// Everything the rules send `replica`, closed over parents and followers
 /// of every row that is not blocked.
-pub fn reached(tables: &[Declared], blocked: &HashSet<Row>, replica: pgrx::Uuid) -> Reached {
-    let mut walk = Walk::new(tables, blocked);
+pub fn reached(
+    tables: &[Declared],
+    blocked: &FxHashSet<Row>,
+    replica: pgrx::Uuid,
+) -> FxHashMap<Row, Seen> {
+    let down = Down::of(tables);
+    let mut walk = Walk::new(&down, blocked);
     let Some(seed) = rule_rows_sql(tables) else {
         return walk.into_reached();
     };
     let args: [DatumWithOid; 1] = [replica.into()];
-    let mut new = walk.take(read_fetched(&seed, &args));
+    let mut new = walk.take(read_fetched(&down, &seed, &args));
     let round = round_sql(tables).unwrap_or_default();
     loop {
         let (by_key, followed) = walk.next(new);
         if by_key.is_empty() && followed.is_empty() {
             return walk.into_reached();
         }
-        let (key_tables, keys) = columns(by_key);
-        let (followed_tables, followed_keys) = columns(followed);
-        let args: [DatumWithOid; 4] = [
-            key_tables.into(),
-            keys.into(),
-            followed_tables.into(),
-            followed_keys.into(),
-        ];
-        new = walk.take(read_fetched(&round, &args));
+        let args = round_args(&down, by_key, followed);
+        new = walk.take(read_fetched(&down, &round, &args));
     }
 }
 

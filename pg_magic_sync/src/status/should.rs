@@ -74,17 +74,6 @@ fn down(tables: &[Declared]) -> impl Iterator<Item = &Declared> {
     tables.iter().filter(|t| t.mirror.goes_down())
 }
 
-/// `scope` and `blocked`, then `reach` as the relation `reached`
-/// gives it (`(replica, table_name, key, blocked)`): for a reader that
-/// worked out what the rules reach by other means (rounds.rs).
-pub fn ctes_reaching(tables: &[Declared], scope: &str, reached: &str) -> String {
-    format!(
-        "scope AS MATERIALIZED ({scope}), blocked(table_name, key, root_table, root_key) AS ({blocked}), \
-         reach(replica, table_name, key, blocked) AS ({reached})",
-        blocked = blocked(tables),
-    )
-}
-
 /// Every row that cannot go, `(table_name, key)`, each once.
 pub fn blocked_rows(tables: &[Declared]) -> String {
     format!(
@@ -270,13 +259,9 @@ mod tests {
 
     #[test]
     fn a_reference_blocks_what_points_at_a_row_set_aside() {
-        let sql = ctes_reaching(&orders_of_products(), "SELECT 1", "SELECT 2");
+        let sql = blocked_rows(&orders_of_products());
         assert!(
             sql.contains("FROM blocked AS b0 CROSS JOIN LATERAL"),
-            "{sql}"
-        );
-        assert!(
-            sql.contains("reach(replica, table_name, key, blocked) AS (SELECT 2)"),
             "{sql}"
         );
     }

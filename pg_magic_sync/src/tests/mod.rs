@@ -4,6 +4,7 @@
 mod declaring;
 mod filing;
 mod publishing;
+mod status_states;
 mod wishing;
 
 #[pgrx::pg_schema]
