@@ -1,7 +1,8 @@
 //! The benchmarks' registers: each a SQLite file of its own running the
 //! real device loop (`magic_sync_replica::transport::run`) in a thread of
 //! its own, over the server's queue (`transport::queue::Queue`) or NATS
-//! JetStream (`transport::nats::Nats`), with the default `Options`.
+//! JetStream (`transport::nats::Nats`), with the default `Options` unless
+//! told others.
 //!
 //! Each tells when it committed the products it applied, as SQLite sees
 //! it: a preupdate hook notes the products rows the open transaction
@@ -98,10 +99,15 @@ pub struct Fleet {
 impl Fleet {
     /// Starts a register for each replica id, each with a fresh file.
     pub fn start(link: &Link, ids: &[Uuid]) -> Fleet {
+        Fleet::start_with(link, ids, &Options::default())
+    }
+
+    /// The same, each loop paced by `options`.
+    pub fn start_with(link: &Link, ids: &[Uuid], options: &Options) -> Fleet {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let registers = ids
             .iter()
-            .map(|id| Register::start(link.clone(), dir.path(), *id))
+            .map(|id| Register::start(link.clone(), dir.path(), *id, options.clone()))
             .collect();
         Fleet {
             registers,
@@ -185,7 +191,7 @@ impl Drop for Fleet {
 }
 
 impl Register {
-    fn start(link: Link, dir: &Path, me: Uuid) -> Register {
+    fn start(link: Link, dir: &Path, me: Uuid, options: Options) -> Register {
         let control = Control::new();
         let applied = Arc::new(Mutex::new(Applied {
             rows: 0,
@@ -203,12 +209,13 @@ impl Register {
                 match link {
                     Link::Queue(url) => {
                         let config = url.parse().expect("a connection string");
-                        run_loop(&mut replica, Queue::new(config, me), &control, report)
+                        let queue = Queue::new(config, me);
+                        run_loop(&mut replica, queue, &options, &control, report)
                     }
                     Link::Nats(url) => {
                         let nats =
                             Nats::new(NatsSettings::new(url), &replica).expect("a client of NATS");
-                        run_loop(&mut replica, nats, &control, report)
+                        run_loop(&mut replica, nats, &options, &control, report)
                     }
                 }
             })
@@ -229,16 +236,11 @@ impl Register {
 fn run_loop<T: Transport>(
     replica: &mut Replica,
     mut transport: T,
+    options: &Options,
     control: &Control,
     report: impl FnMut(Status),
 ) {
-    run(
-        replica,
-        &mut transport,
-        &Options::default(),
-        control,
-        report,
-    );
+    run(replica, &mut transport, options, control, report);
 }
 
 fn note_status(applied: &Mutex<Applied>, troubles: &Mutex<Troubles>, status: Status) {

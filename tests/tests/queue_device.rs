@@ -233,3 +233,61 @@ fn a_gateways_role_takes_applies_and_files_over_the_queue_with_no_right_on_the_e
         );
     }
 }
+
+/// Whether a status is an Up sent that carries no rows: a report of what
+/// the register applied.
+fn is_report(status: &Status) -> bool {
+    matches!(status, Status::Sent { upload: None, .. })
+}
+
+#[test]
+fn messages_applied_in_a_burst_are_reported_once_after_it_and_the_server_hears_the_last() {
+    let mut shop = shop_with_worker();
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let replica = shop::open_register(&file, me);
+    let config: postgres::Config = shop.cluster.url("shop").parse().unwrap();
+    // Longer than the burst takes: every message of it waits for one report.
+    let options = Options {
+        poll_every: Duration::from_secs(3600),
+        report_after: Duration::from_secs(5),
+        ..Options::default()
+    };
+    let mut device = Device::start(replica, options, move |replica| {
+        Queue::new(config, replica.me())
+    });
+    device.expect("waiting", |s| matches!(s, Status::Waiting { .. }));
+    // What opening says (where it stands) and the snapshot's report.
+    wait_until("the snapshot reported", || {
+        shop.count("SELECT count(*) FROM sync.replicas WHERE applied_sequence > 0") == 1
+    });
+    device.drain();
+
+    // Five changes, each taken by the register before the next is written:
+    // five messages.
+    let mut names = Vec::new();
+    for n in 1..=5 {
+        let name = format!("Tea {n}");
+        shop.run(&format!(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), '{name}', 250)"
+        ));
+        names.push(name);
+        wait_until("the register to hold the change", || {
+            names_held(&file) == names
+        });
+    }
+    let during = device.drain();
+    let applied = during
+        .iter()
+        .filter(|s| matches!(s, Status::Applied(_)))
+        .count();
+    assert!(applied >= 5, "five messages applied: {during:?}");
+
+    // The server hears the last message applied, in one report.
+    wait_until("the server to hear the last message applied", || {
+        shop.count("SELECT count(*) FROM sync.replicas WHERE applied_sequence = last_sequence") == 1
+    });
+    let (_, after) = device.stop();
+    let reports = during.iter().chain(&after).filter(|s| is_report(s)).count();
+    assert_eq!(reports, 1, "{during:?} {after:?}");
+}

@@ -14,6 +14,12 @@
 //! poke (the program wrote rows), or `poll_every` passing, in case the
 //! transport missed telling.
 //!
+//! An Up that only says what was applied waits up to `report_after` from
+//! the first message it covers, so that a burst of messages is reported
+//! once (protocol §5.2: "once for several", "within seconds"). With a
+//! hundred registers on one server, every report filed while the others
+//! still take the same change is work they wait behind.
+//!
 //! A transport failure ends the turn: the loop reports it, pauses (100 ms,
 //! doubling to 30 s) and connects again. Nothing is lost meanwhile: a
 //! message not acknowledged comes again, and an Up not taken is built again.
@@ -43,6 +49,10 @@ pub struct Options {
     /// With a transport whose wait cannot be cut short, the longest one
     /// wait lasts: how soon a stop or a poke is noticed.
     pub slice: Duration,
+    /// How long after applying a message, at most, the loop waits before
+    /// it says so in an Up that says nothing else; messages applied
+    /// meanwhile go in the same report. Zero: after every message.
+    pub report_after: Duration,
 }
 
 impl Default for Options {
@@ -52,6 +62,7 @@ impl Default for Options {
             first_pause: Duration::from_millis(100),
             longest_pause: Duration::from_secs(30),
             slice: Duration::from_millis(250),
+            report_after: Duration::from_millis(100),
         }
     }
 }
@@ -158,6 +169,8 @@ pub fn run<T: Transport + ?Sized>(
         holds: Backoff::new(options.first_pause, options.longest_pause),
         held_until: None,
         wishes_at: Some(Instant::now()),
+        unreported_since: None,
+        report_at: None,
     };
     while !control.is_stopping() {
         match looping.turn() {
@@ -193,6 +206,10 @@ struct Looping<'a, T: ?Sized, R> {
     /// When wishes are offered again (at once, on start); `None` while
     /// none waits.
     wishes_at: Option<Instant>,
+    /// When the first message applied and not yet reported was applied.
+    unreported_since: Option<Instant>,
+    /// When the report of what was applied, held back, is due.
+    report_at: Option<Instant>,
 }
 
 impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
@@ -235,6 +252,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                     // The transport works: a failure after this one is a
                     // blip again, however long the last outage was.
                     self.pauses.reset();
+                    self.unreported_since.get_or_insert_with(Instant::now);
                     if answered_wishes(&received) {
                         self.wishes_again()?;
                     }
@@ -260,14 +278,53 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     fn send_ups(&mut self) -> Result<bool, Fault> {
         // What was written before now goes in this turn.
         self.control.take_poke();
+        self.report_at = None;
+        let lanes: Vec<String> = self
+            .replica
+            .settings()
+            .lanes
+            .iter()
+            .map(|lane| lane.name.clone())
+            .collect();
+        let mut sent_upload = false;
+        for (position, lane) in lanes.iter().enumerate() {
+            sent_upload |= self.send_lane(lane, position == 0)?;
+        }
+        Ok(sent_upload)
+    }
+
+    /// Whether a report of what was applied, and nothing else, waits for
+    /// more messages to cover: it is held back until `report_after` from
+    /// the first message it covers.
+    fn holds_back(&mut self, up: &crate::Upload) -> bool {
+        let Some(since) = self.unreported_since else {
+            return false;
+        };
+        let due = since + self.options.report_after;
+        if !up.only_says_applied() || Instant::now() >= due {
+            return false;
+        }
+        self.report_at = Some(due);
+        true
+    }
+
+    /// Sends every Up of `lane`; answers whether one was an upload.
+    fn send_lane(&mut self, lane: &str, first: bool) -> Result<bool, Fault> {
         let mut sent_upload = false;
         while !self.control.is_stopping() {
-            let Some(up) = self.replica.next_up().map_err(Fault::Replica)? else {
+            let Some(up) = self.replica.next_up_on(lane).map_err(Fault::Replica)? else {
                 break;
             };
+            if first && self.holds_back(&up) {
+                break;
+            }
             match self.transport.send(&up) {
                 Ok(()) => {
                     self.replica.sent(&up).map_err(Fault::Replica)?;
+                    if first {
+                        // The first lane's Up says where the replica stands.
+                        self.unreported_since = None;
+                    }
                     self.pauses.reset();
                     sent_upload |= up.number().is_some();
                     (self.report)(Status::Sent {
@@ -333,6 +390,9 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
         }
         if let Some(wishes) = self.wishes_at {
             until = until.min(wishes);
+        }
+        if let Some(report) = self.report_at {
+            until = until.min(report);
         }
         loop {
             if self.control.is_stopping() || self.control.take_poke() {

@@ -72,6 +72,19 @@ impl Upload {
         self.number
     }
 
+    /// Whether it only says what the replica applied: no rows, no
+    /// rejections, no digests, no backlog, and not the standing owed once
+    /// per open. Such a report may wait to cover several messages (§5.2).
+    pub fn only_says_applied(&self) -> bool {
+        self.number.is_none()
+            && self.notes.is_empty()
+            && self.rejections.is_empty()
+            && !self.digests
+            && self.backlog.is_none()
+            && !self.narrowing
+            && !self.standing
+    }
+
     /// Rows and rejections it carries (what halving halves).
     pub fn items(&self) -> usize {
         self.notes.len() + self.rejections.len()

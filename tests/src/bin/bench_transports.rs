@@ -19,7 +19,9 @@
 //! Options: `--only latency,rate,fleet` (the parts, all by default),
 //! `--transports queue,nats`; `--changes N` (1000), `--registers N` (100)
 //! and `--back-to-back` (each change as soon as the last was applied,
-//! rather than once the registers also said so) for commit to applied;
+//! rather than once the registers also said so) and `--report-after-ms
+//! A,B` (the loops' `report_after`, each in turn; the default alone unless
+//! given) for commit to applied;
 //! `--rates 1000,2000,5000,...` (stepped up until the registers fall
 //! behind), `--step-seconds N` (20; 60 for the minute the target says),
 //! `--writers N` (4), `--rate-registers N` (10), `--products N` (100000)
@@ -33,6 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use magic_sync_replica::transport::Options;
 use magic_sync_tests::args::{arg, flag, text_arg};
 use magic_sync_tests::figures::{median_and_p99, ms, quantile};
 use magic_sync_tests::registers::Fleet;
@@ -100,16 +103,36 @@ fn latency_part(transports: &[Transport]) {
             Spacing::BackToBack => "as soon as every register applied the last",
         }
     );
+    let paces: Vec<Option<u64>> = match text_arg("--report-after-ms") {
+        Some(list) => list
+            .split(',')
+            .map(|ms| Some(ms.parse().expect("--report-after-ms takes milliseconds")))
+            .collect(),
+        None => vec![None],
+    };
     for &transport in transports {
         let counts = if many > 1 { vec![1, many] } else { vec![1] };
         for registers in counts {
-            commit_to_applied(transport, registers, changes, spacing);
+            for &pace in &paces {
+                let mut options = Options::default();
+                if let Some(ms) = pace {
+                    options.report_after = Duration::from_millis(ms);
+                    println!("  (each register reports at most {ms} ms after applying)");
+                }
+                commit_to_applied(transport, registers, changes, spacing, &options);
+            }
         }
     }
 }
 
-fn commit_to_applied(transport: Transport, registers: usize, changes: usize, spacing: Spacing) {
-    let (mut shop, fleet) = shop_with_fleet(transport, 100, registers);
+fn commit_to_applied(
+    transport: Transport,
+    registers: usize,
+    changes: usize,
+    spacing: Spacing,
+    options: &Options,
+) {
+    let (mut shop, fleet) = shop_with_fleet(transport, 100, registers, options);
     let failed = shop.failed_passes();
     let began = Instant::now();
     let latencies = changes_applied(&mut shop, &fleet, changes, spacing, Duration::from_secs(1));
@@ -185,7 +208,12 @@ fn print_profile(shop: &mut WorkerShop) {
 
 /// The shop on `transport` with `products` products, and `registers`
 /// registers that took their snapshot.
-fn shop_with_fleet(transport: Transport, products: usize, registers: usize) -> (WorkerShop, Fleet) {
+fn shop_with_fleet(
+    transport: Transport,
+    products: usize,
+    registers: usize,
+    options: &Options,
+) -> (WorkerShop, Fleet) {
     let profiled: &[&str] = if flag("--profile") {
         &[
             "track_functions=all",
@@ -203,7 +231,7 @@ fn shop_with_fleet(transport: Transport, products: usize, registers: usize) -> (
             .unwrap();
     }
     let ids = shop.add_registers(registers);
-    let fleet = Fleet::start(&shop.link(), &ids);
+    let fleet = Fleet::start_with(&shop.link(), &ids, options);
     let provisioned = fleet.wait_until(PROVISIONING, Duration::from_millis(50), |a| {
         a.rows >= products as u64
     });
@@ -294,7 +322,8 @@ fn rate_part(transports: &[Transport]) {
         step.lag_bound.as_millis()
     );
     for &transport in transports {
-        let (mut shop, fleet) = shop_with_fleet(transport, products, registers);
+        let (mut shop, fleet) =
+            shop_with_fleet(transport, products, registers, &Options::default());
         let ids = shop.product_ids();
         println!("  {}:", transport.name());
         for &rate in &rates {
@@ -493,7 +522,7 @@ fn fleet_part() {
          ({changes} changes; target: at most 1 s)"
     );
     let began = Instant::now();
-    let (mut shop, fleet) = shop_with_fleet(Transport::Nats, 100, registers);
+    let (mut shop, fleet) = shop_with_fleet(Transport::Nats, 100, registers, &Options::default());
     println!(
         "  {} registers provisioned in {:.1} s",
         fleet.len(),
