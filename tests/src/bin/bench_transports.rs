@@ -191,7 +191,7 @@ fn print_profile(shop: &mut WorkerShop) {
         .query(
             "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 90), calls, mean_exec_time, \
                     mean_plan_time \
-               FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 25",
+               FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 45",
             &[],
         )
         .unwrap();
