@@ -33,10 +33,11 @@ const REPLICA: &str = "\
     FROM sync.replicas r WHERE r.id = $1";
 
 /// Every row the replica `$1` holds, with whether it confirmed the message
-/// that carried it and the one that takes it back (`Held`'s fields).
+/// that carried it and the one that takes it back (`Held`'s fields; not
+/// confirmed where `confirmed` cannot tell).
 const HELD: &str = "\
     SELECT h.table_name, h.key, h.note, h.refused IS NOT NULL, h.leaving IS NOT NULL, \
-           sync_internal.confirmed(h.sent, r.epoch, r.applied_epoch, r.applied_sequence), \
+           coalesce(sync_internal.confirmed(h.sent, r.epoch, r.applied_epoch, r.applied_sequence), false), \
            coalesce(sync_internal.confirmed(h.leaving, r.epoch, r.applied_epoch, r.applied_sequence), false) \
     FROM sync.held h JOIN sync.replicas r ON r.id = h.replica WHERE h.replica = $1";
 

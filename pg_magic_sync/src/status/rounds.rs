@@ -137,32 +137,16 @@ fn round_sql(tables: &[Declared]) -> Option<String> {
     let followed_of = |position: usize| 2 * position + 2;
     let mut parts = Vec::new();
     for (position, table) in down.iter().enumerate() {
-        parts.push(format!(
-            "SELECT {name}, {key}, {parents} \
-             FROM unnest(${param}::text[]) AS c(key) JOIN {rel} AS t ON {matches}",
-            name = quote_literal(&table.name),
-            key = key_of(table, "t"),
-            parents = parent_keys(table),
-            param = by_key(position),
-            rel = table.relation,
-            matches = row_is(table, "t", "c.key"),
-        ));
+        let matches = row_is(table, "t", "c.key");
+        parts.push(rows_of_keys(table, by_key(position), &matches));
         let Some(followed) = table.followed() else {
             continue;
         };
         let Some(parent) = down.iter().position(|t| t.name == followed.parent) else {
             continue;
         };
-        parts.push(format!(
-            "SELECT {name}, {key}, {parents} \
-             FROM unnest(${param}::text[]) AS c(key) JOIN {rel} AS t ON {points}",
-            name = quote_literal(&table.name),
-            key = key_of(table, "t"),
-            parents = parent_keys(table),
-            param = followed_of(parent),
-            rel = table.relation,
-            points = key_is("t", &followed.columns, &followed.key_types, "c.key"),
-        ));
+        let points = key_is("t", &followed.columns, &followed.key_types, "c.key");
+        parts.push(rows_of_keys(table, followed_of(parent), &points));
     }
     if parts.is_empty() {
         return None;
@@ -171,6 +155,19 @@ fn round_sql(tables: &[Declared]) -> Option<String> {
         "SELECT x.table_name, x.key, x.parents FROM ({}) {FETCHED}",
         parts.join(" UNION ALL ")
     ))
+}
+
+/// The rows `t` of `table` that `on` matches with a key `c.key` of the
+/// array parameter `param`, each with its key and its parents' keys.
+fn rows_of_keys(table: &Declared, param: usize, on: &str) -> String {
+    format!(
+        "SELECT {name}, {key}, {parents} \
+         FROM unnest(${param}::text[]) AS c(key) JOIN {rel} AS t ON {on}",
+        name = quote_literal(&table.name),
+        key = key_of(table, "t"),
+        parents = parent_keys(table),
+        rel = table.relation,
+    )
 }
 
 fn read_fetched(down: &Down, sql: &str, args: &[DatumWithOid]) -> Vec<Fetched> {
