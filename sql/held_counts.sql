@@ -9,13 +9,15 @@
 -- at once, never wait on each other here. Rows refused are not counted:
 -- they are never in flight.
 
--- Rows inserted: counted in.
-CREATE FUNCTION sync_internal.count_held_inserted() RETURNS trigger
+-- Rows inserted, counted in, or deleted, counted out: both triggers name
+-- their transition table held_rows.
+CREATE FUNCTION sync_internal.count_held_rows() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO sync.held_counts (replica, table_name, sent, leaving, n)
-    SELECT h.replica, h.table_name, h.sent, h.leaving IS NOT NULL, count(*)
-    FROM held_inserted h WHERE h.refused IS NULL
+    SELECT h.replica, h.table_name, h.sent, h.leaving IS NOT NULL,
+           CASE TG_OP WHEN 'DELETE' THEN -count(*) ELSE count(*) END
+    FROM held_rows h WHERE h.refused IS NULL
     GROUP BY 1, 2, 3, 4;
     RETURN NULL;
 END
@@ -39,18 +41,6 @@ BEGIN
 END
 $$;
 
--- Rows deleted: counted out.
-CREATE FUNCTION sync_internal.count_held_deleted() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO sync.held_counts (replica, table_name, sent, leaving, n)
-    SELECT h.replica, h.table_name, h.sent, h.leaving IS NOT NULL, -count(*)
-    FROM held_deleted h WHERE h.refused IS NULL
-    GROUP BY 1, 2, 3, 4;
-    RETURN NULL;
-END
-$$;
-
 -- sync.held emptied at once: so are its counts.
 CREATE FUNCTION sync_internal.count_held_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -62,14 +52,14 @@ $$;
 
 -- A trigger with transition tables takes one event only: one each.
 CREATE TRIGGER held_counts_insert AFTER INSERT ON sync.held
-    REFERENCING NEW TABLE AS held_inserted
-    FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_inserted();
+    REFERENCING NEW TABLE AS held_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_rows();
 CREATE TRIGGER held_counts_update AFTER UPDATE ON sync.held
     REFERENCING OLD TABLE AS held_before NEW TABLE AS held_after
     FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_updated();
 CREATE TRIGGER held_counts_delete AFTER DELETE ON sync.held
-    REFERENCING OLD TABLE AS held_deleted
-    FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_deleted();
+    REFERENCING OLD TABLE AS held_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_rows();
 CREATE TRIGGER held_counts_truncate AFTER TRUNCATE ON sync.held
     FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_truncated();
 

@@ -47,8 +47,8 @@ $$;
 -- when a relay starts: a deploy may have fixed them), and replicas whose
 -- provisioning was put off until it may (said of themselves too often) are
 -- marked for it; sync.held's counts are folded together every 16th pass
--- (counted again from scratch when a relay starts: sql/held_counts.sql). Answers what it
--- did.
+-- (counted again from scratch when a relay starts: sql/held_counts.sql).
+-- Answers what it did.
 CREATE FUNCTION sync_internal.before_pass(starts boolean) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 BEGIN
