@@ -301,7 +301,16 @@ CREATE TABLE sync.held (
     -- When the relay sends it (or its delete) again.
     retry_at      timestamptz,
     PRIMARY KEY (replica, table_name, key)
-);
+-- Most writes of sync.held are a pass updating rows it sent before (a new
+-- note, a new message): room left on each page lets them be heap-only
+-- updates, which touch no index (an upsert of 13,000 rows took 0.11 s
+-- rather than 0.3-0.4 s on 1,000,000 rows).
+) WITH (fillfactor = 70);
+-- Every replica's row of a key, side by side: a pass asks what each replica
+-- holds of the rows that changed, a row at a time rather than a pair at a
+-- time (13,000 pairs, 10 replicas: 26 ms rather than 150 ms). Small: the
+-- replicas of a key share one entry.
+CREATE INDEX held_rows ON sync.held (table_name, key);
 CREATE INDEX held_refused ON sync.held (retry_at) WHERE refused IS NOT NULL;
 -- What a replica is letting go of: every report of what it applied deletes
 -- those it applied the take-back of. Without it each report read all the

@@ -25,11 +25,15 @@
 //! `--rates 1000,2000,5000,...` (stepped up until the registers fall
 //! behind), `--step-seconds N` (20; 60 for the minute the target says),
 //! `--writers N` (4), `--rate-registers N` (10), `--products N` (100000)
-//! and `--lag-bound-ms N` (2000) for the sustained rate; `--fleet N` (200)
+//! and `--lag-bound-ms N` (2000) for the sustained rate, and
+//! `--ceiling-seconds N` (5; 0: none) for the writers unpaced after its
+//! steps, what the machine can offer at all; `--fleet N` (200)
 //! and `--fleet-changes N` (10) for the fleet; `--profile` prints, after
 //! each commit-to-applied run, the server's functions that took the most
 //! time (`track_functions`), and the statements, those run inside them
-//! too (`pg_stat_statements`), per call.
+//! too (`pg_stat_statements`), per call; `--server-settings 'a=1;b=2'` sets
+//! the server's settings beside the tests' own (`shared_buffers=1GB`
+//! unless given).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -214,17 +218,26 @@ fn shop_with_fleet(
     registers: usize,
     options: &Options,
 ) -> (WorkerShop, Fleet) {
-    let profiled: &[&str] = if flag("--profile") {
-        &[
-            "track_functions=all",
-            "shared_preload_libraries=magic_sync,pg_stat_statements",
-            "pg_stat_statements.track=all",
-            "pg_stat_statements.track_planning=on",
-        ]
-    } else {
-        &[]
-    };
-    let mut shop = WorkerShop::start(transport, products, profiled);
+    // A server's shared buffers are sized to what it works on: the rate's
+    // 1,000,000 rows of sync.held do not fit PostgreSQL's default 128 MB.
+    let mut settings: Vec<String> = text_arg("--server-settings")
+        .unwrap_or_else(|| "shared_buffers=1GB".to_owned())
+        .split(';')
+        .map(|one| one.trim().to_owned())
+        .collect();
+    if flag("--profile") {
+        settings.extend(
+            [
+                "track_functions=all",
+                "shared_preload_libraries=magic_sync,pg_stat_statements",
+                "pg_stat_statements.track=all",
+                "pg_stat_statements.track_planning=on",
+            ]
+            .map(String::from),
+        );
+    }
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut shop = WorkerShop::start(transport, products, &settings);
     if flag("--profile") {
         shop.pg
             .batch_execute("CREATE EXTENSION pg_stat_statements")
@@ -332,6 +345,14 @@ fn rate_part(transports: &[Transport]) {
                 break;
             }
         }
+        let ceiling = arg::<u64>("--ceiling-seconds", 5);
+        if ceiling > 0 {
+            println!(
+                "    the writers unpaced for {ceiling} s, beside the relay and the registers: \
+                 written {:.0}/s (what this machine can offer at all)",
+                step.unpaced(&shop, &ids, Duration::from_secs(ceiling))
+            );
+        }
         let troubles = troubles_of(&fleet);
         if !troubles.is_empty() {
             println!("   {troubles}");
@@ -404,6 +425,29 @@ impl Step {
             }
         );
         kept_up && drained
+    }
+
+    /// The writers as fast as they go for `seconds`: answers the rate they
+    /// wrote. What they wrote is left for the relay (the shop goes next).
+    fn unpaced(&self, shop: &WorkerShop, ids: &[Uuid], seconds: Duration) -> f64 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let written = Arc::new(AtomicU64::new(0));
+        let began = Instant::now();
+        let writers: Vec<_> = ids
+            .chunks(ids.len().div_ceil(self.writers))
+            .map(|chunk| {
+                let (stop, written) = (stop.clone(), written.clone());
+                start_writer(shop, chunk.to_vec(), f64::INFINITY, stop, written)
+            })
+            .collect();
+        std::thread::sleep(seconds);
+        stop.store(true, Ordering::Relaxed);
+        let elapsed = began.elapsed().as_secs_f64();
+        let writes = written.load(Ordering::Relaxed);
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        writes as f64 / elapsed
     }
 
     /// Samples every register's lag each 100 ms until the step's end.

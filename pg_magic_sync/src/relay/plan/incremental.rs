@@ -19,7 +19,7 @@
 //! says it pointed at before (`sync_pass_old_pointers`) — a few parents
 //! too many at worst, kept one pass longer, never one too few.
 
-use super::reach::{children, row_is, rule_rows};
+use super::reach::{children, row_is, rule_rows, rule_rows_of};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::Declared;
@@ -31,24 +31,32 @@ const CURRENT: &str = "\
     SELECT id, partition FROM sync_pass_replicas WHERE NOT provision";
 
 /// What the replicas hold of the rows touched (leaving or not), for every
-/// replica or for one: read from sync.held once, for every step after.
-/// Looked up a pair at a time (OFFSET 0 keeps the planner from joining
-/// otherwise) when the pairs are few beside sync.held: see
-/// `few_pairs_touched`.
+/// replica or for one: read from sync.held once, for every step after. A
+/// row touched for every replica is looked up once, all its replicas' rows
+/// side by side (index held_rows); a row touched for one replica, as that
+/// pair. OFFSET 0 keeps the planner from joining otherwise, when the pairs
+/// are few beside sync.held: see `few_pairs_touched`.
 const TOUCHED_HELD_LOOKED_UP: &str = "\
     INSERT INTO sync_pass_touched_held \
+    SELECT h.* FROM (SELECT DISTINCT table_name, key FROM sync_pass_touched WHERE replica IS NULL) AS t \
+    CROSS JOIN LATERAL ( \
+        SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
+        FROM sync.held h WHERE h.table_name = t.table_name AND h.key = t.key OFFSET 0) AS h \
+    WHERE EXISTS (SELECT 1 FROM sync_pass_current r WHERE r.id = h.replica) \
+    UNION \
     SELECT h.* FROM ( \
-        SELECT DISTINCT r.id AS replica, t.table_name, t.key \
-        FROM sync_pass_current r JOIN sync_pass_touched t ON t.replica IS NULL OR t.replica = r.id) AS p \
+        SELECT DISTINCT t.replica, t.table_name, t.key \
+        FROM sync_pass_touched t JOIN sync_pass_current r ON r.id = t.replica) AS p \
     CROSS JOIN LATERAL ( \
         SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
         FROM sync.held h \
         WHERE h.replica = p.replica AND h.table_name = p.table_name AND h.key = p.key OFFSET 0) AS h";
 
-/// Whether the pairs (replica, row touched) are fewer than a twentieth of
-/// the rows of sync.held. Measured on 1,000,000 held rows, looking 20,000
-/// pairs up took 0.18 s, reading sync.held whole 0.33 s; the planner, which
-/// costs a look-up as a read from disk, would read it whole. Its rows are
+/// Whether the pairs (replica, row touched) are fewer than an eighth of the
+/// rows of sync.held. Measured on 1,000,000 held rows of 10 replicas,
+/// looking 13,000 pairs up a row at a time took 26 ms (a pair at a time,
+/// 150 ms), reading sync.held whole 0.33 s; the planner, which costs a
+/// look-up as a read from disk, would read it whole. Its rows are
 /// what statistics last counted or the live rows the server counts as it
 /// goes, whichever is more: a table filled since it was last analyzed (a
 /// fleet just provisioned) has no statistics yet.
@@ -57,7 +65,7 @@ const FEW_PAIRS_TOUCHED: &str = "\
            * (SELECT count(*) FROM sync_pass_current) \
            + (SELECT count(*) FROM sync_pass_touched WHERE replica IS NOT NULL) \
          < greatest((SELECT reltuples FROM pg_class WHERE oid = 'sync.held'::regclass), \
-                    pg_stat_get_live_tuples('sync.held'::regclass)) / 20";
+                    pg_stat_get_live_tuples('sync.held'::regclass)) / 8";
 
 /// The same, by the planner's choice.
 const TOUCHED_HELD: &str = "\
@@ -151,6 +159,17 @@ const PLAN_TAKE_BACKS: &str = "\
     WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
                       WHERE w.replica = q.replica AND w.table_name = q.table_name AND w.key = q.key)";
 
+/// The same, when no row leans on another: the rows in question are the
+/// touched rows held, whose versions were read already.
+const PLAN_TAKE_BACKS_OF_TOUCHED: &str = "\
+    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+    SELECT h.replica, h.table_name, h.key, 'd', coalesce(c.note, h.note, 0) \
+    FROM sync_pass_touched_held h \
+    LEFT JOIN sync_pass_changed c ON c.table_name = h.table_name AND c.key = h.key \
+    WHERE h.leaving IS NULL AND NOT EXISTS ( \
+        SELECT 1 FROM sync_pass_want w \
+        WHERE w.replica = h.replica AND w.table_name = h.table_name AND w.key = h.key)";
+
 /// Plans the changes of every replica kept up to date. Answers how many
 /// rows it planned.
 pub fn plan_changes(tables: &[Declared]) -> u64 {
@@ -164,13 +183,17 @@ pub fn plan_changes(tables: &[Declared]) -> u64 {
     let closes = closes_over_anything(tables);
     gather_questions(tables, closes);
     keep(tables, closes);
-    scratch::analyze(&["sync_pass_want", "sync_pass_question"]);
-    let sends = if closes {
-        PLAN_SENDS
+    if closes {
+        scratch::analyze(&["sync_pass_want", "sync_pass_question"]);
     } else {
-        PLAN_SENDS_OF_TOUCHED
+        scratch::analyze(&["sync_pass_want"]);
+    }
+    let (sends, take_backs) = if closes {
+        (PLAN_SENDS, PLAN_TAKE_BACKS)
+    } else {
+        (PLAN_SENDS_OF_TOUCHED, PLAN_TAKE_BACKS_OF_TOUCHED)
     };
-    spi::run_counting(sends, &[]) + spi::run_counting(PLAN_TAKE_BACKS, &[])
+    spi::run_counting(sends, &[]) + spi::run_counting(take_backs, &[])
 }
 
 /// Whether this pass looks up what is held of the rows touched a pair at a
@@ -187,10 +210,12 @@ fn gather_questions(tables: &[Declared], closes: bool) {
         spi::run(TOUCHED_HELD);
     }
     scratch::analyze(&["sync_pass_touched_held"]);
-    spi::run(TOUCHED_AND_HELD);
+    // Without rows leaning on others, the rows in question are the touched
+    // rows held, read from sync_pass_touched_held where they are asked of.
     if !closes {
         return;
     }
+    spi::run(TOUCHED_AND_HELD);
     spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_question");
     loop {
         reach_held_versions(tables);
@@ -236,15 +261,16 @@ fn reach_held_versions(tables: &[Declared]) {
 
 /// Step 2: what each replica keeps.
 fn keep(tables: &[Declared], closes: bool) {
-    // Without rows leaning on others, the rows in question are touched rows
-    // already: a second copy of them would only be sorted away.
-    let question = if closes { CANDIDATES_IN_QUESTION } else { "" };
     let blocked =
         spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]).unwrap_or(false);
+    if !closes {
+        keep_touched(tables, blocked);
+        return;
+    }
     let not_blocked = if blocked { NOT_BLOCKED } else { "" };
     spi::run(&format!(
         "INSERT INTO sync_pass_candidates SELECT c.* \
-         FROM ({CANDIDATES_TOUCHED}{question}) AS c{not_blocked}"
+         FROM ({CANDIDATES_TOUCHED}{CANDIDATES_IN_QUESTION}) AS c{not_blocked}"
     ));
     scratch::analyze(&["sync_pass_candidates", "sync_pass_question"]);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
@@ -254,19 +280,14 @@ fn keep(tables: &[Declared], closes: bool) {
             ));
         }
     }
-    if closes {
-        keep_what_others_lean_on(tables);
-        keep_followers_of_what_stays(tables);
-    }
+    keep_what_others_lean_on(tables);
+    keep_followers_of_what_stays(tables);
     // What cannot go is never kept: it is taken back where it is held.
     if blocked {
         spi::run(
             "DELETE FROM sync_pass_want w USING sync_pass_blocked b \
              WHERE w.table_name = b.table_name AND w.key = b.key",
         );
-    }
-    if !closes {
-        return;
     }
     spi::run(
         "INSERT INTO sync_pass_frontier SELECT w.* FROM sync_pass_want w \
@@ -282,6 +303,39 @@ fn keep(tables: &[Declared], closes: bool) {
         scratch::empty("sync_pass_reached");
         if spi::one::<i64>("SELECT count(*) FROM sync_pass_frontier", &[]).unwrap_or(0) == 0 {
             break;
+        }
+    }
+}
+
+/// Step 2 when no row leans on another: what the rules send of the rows
+/// touched, asked of each row touched for every replica once (a pair at a
+/// time, each row would be read once per replica), and of each row touched
+/// for one replica as that pair. A row that cannot go is not judged
+/// (NOT_BLOCKED), so it is kept nowhere.
+fn keep_touched(tables: &[Declared], blocked: bool) {
+    let not_blocked = if blocked {
+        " AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+         WHERE b.table_name = t.table_name AND b.key = t.key)"
+    } else {
+        ""
+    };
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        let name = quote_literal(&table.name);
+        let for_every = format!(
+            "(SELECT DISTINCT table_name, key FROM sync_pass_touched t \
+             WHERE t.replica IS NULL AND t.table_name = {name}{not_blocked})"
+        );
+        let for_one = format!(
+            "(SELECT DISTINCT replica, table_name, key FROM sync_pass_touched t \
+             WHERE t.replica IS NOT NULL AND t.table_name = {name}{not_blocked})"
+        );
+        let every = rule_rows_of(table, "sync_pass_current", &for_every);
+        let one = rule_rows(table, "sync_pass_current", Some(&for_one));
+        if let (Some(every), Some(one)) = (every, one) {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_want \
+                 SELECT * FROM ({every}) AS s UNION ALL SELECT * FROM ({one}) AS s"
+            ));
         }
     }
 }
