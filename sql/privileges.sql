@@ -39,6 +39,7 @@ REVOKE ALL ON FUNCTION sync.overview(jsonb, integer), sync.listing(jsonb, text, 
 -- own, so the gateway needs no right on sync.outbox or sync.bodies.
 ALTER FUNCTION sync.next(uuid) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION sync.ack(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+ALTER FUNCTION sync.ack_next(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 -- sync.receive(uuid, bytea) runs as the owner too, but switches itself
 -- (pg_magic_sync/src/receive/acting.rs): it must know who called and from
 -- where, for what the host's tables see is the caller's (its grants, its

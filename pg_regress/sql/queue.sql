@@ -24,9 +24,19 @@ SELECT table_name, key, sent > 0 AS sent, leaving FROM sync.held ORDER BY key;
 SELECT (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a'))
      = (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a')) AS same_head;
 SELECT sync.ack('00000000-0000-0000-0000-00000000000a', 'no such message');
+-- Acknowledging the head and taking the next in one call answers the
+-- message after it, which is now the head.
+SELECT id AS head FROM sync.next('00000000-0000-0000-0000-00000000000a') \gset
+SELECT id = (SELECT o.id FROM sync.outbox o WHERE o.kind = 'end') AS answers_the_end,
+       length(message) > 0 AS with_its_bytes
+FROM sync.ack_next('00000000-0000-0000-0000-00000000000a', :'head');
+SELECT kind FROM sync.outbox ORDER BY position;
 SELECT sync.ack('00000000-0000-0000-0000-00000000000a',
                 (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a')));
 SELECT kind FROM sync.outbox ORDER BY position;
+-- With nothing after the last, no row answers.
+SELECT count(*) AS after_the_last
+FROM sync.ack_next('00000000-0000-0000-0000-00000000000a', 'no such message');
 
 -- A register with nothing waiting gets no row.
 SELECT count(*) FROM sync.next('00000000-0000-0000-0000-0000000000ff');

@@ -122,6 +122,8 @@ SET search_path = shop, public;
 SELECT length(message) > 0 AS took FROM sync.next('00000000-0000-0000-0000-00000000000a');
 SELECT sync.ack('00000000-0000-0000-0000-00000000000a',
                 (SELECT id FROM sync.next('00000000-0000-0000-0000-00000000000a'))) AS acknowledged;
+SELECT count(*) >= 0 AS may_ack_and_take
+FROM sync.ack_next('00000000-0000-0000-0000-00000000000a', 'no such message');
 -- It files an upload: the filing hook takes the clerk's role, which the
 -- gateway is a member of, and the receipt is written as the clerk. The
 -- gateway is itself again afterwards.

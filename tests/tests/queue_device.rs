@@ -291,3 +291,87 @@ fn messages_applied_in_a_burst_are_reported_once_after_it_and_the_server_hears_t
     let reports = during.iter().chain(&after).filter(|s| is_report(s)).count();
     assert_eq!(reports, 1, "{during:?} {after:?}");
 }
+
+/// How many times the device's sessions called each of the queue's
+/// functions, as the server counts them (`track_functions`).
+fn queue_calls(shop: &mut Shop, function: &str) -> i64 {
+    shop.count(&format!(
+        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_user_functions \
+         WHERE schemaname = 'sync' AND funcname = '{function}'"
+    ))
+}
+
+#[test]
+fn a_burst_waiting_for_the_device_is_taken_with_one_call_a_message() {
+    let mut shop = shop_with_worker();
+    shop.run("CREATE ROLE device LOGIN SUPERUSER; ALTER ROLE device SET track_functions = 'all'");
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let replica = shop::open_register(&file, me);
+    let config: postgres::Config = format!("{} user=device", shop.cluster.url("shop"))
+        .parse()
+        .unwrap();
+    let options = Options {
+        poll_every: Duration::from_secs(3600),
+        ..Options::default()
+    };
+    let mut device = Device::start(replica, options, move |replica| {
+        Queue::new(config, replica.me())
+    });
+    device.expect("waiting", |s| matches!(s, Status::Waiting { .. }));
+    wait_until("the snapshot taken and reported", || {
+        shop.count(
+            "SELECT count(*) FROM sync.replicas WHERE applied_sequence > 0 \
+             AND NOT EXISTS (SELECT 1 FROM sync.outbox)",
+        ) == 1
+    });
+
+    // Shut out, the device misses five messages, one a change.
+    shop.run(
+        "ALTER ROLE device NOLOGIN; \
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'device'",
+    );
+    device.expect("the loop to lose the server", |s| {
+        matches!(s, Status::Disconnected { .. })
+    });
+    let mut names = Vec::new();
+    for n in 1..=5 {
+        let name = format!("Tea {n}");
+        shop.run(&format!(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), '{name}', 250)"
+        ));
+        names.push(name);
+        wait_until("the change's message waiting", || {
+            shop.count("SELECT count(*) FROM sync.outbox") == n
+        });
+    }
+    shop.run("SELECT pg_stat_reset()");
+
+    shop.run("ALTER ROLE device LOGIN");
+    device.control.poke();
+    wait_until("the register to hold the five changes", || {
+        names_held(&file) == names
+    });
+    // Counts reach the server once the device's session is idle.
+    wait_until("the calls counted", || {
+        queue_calls(&mut shop, "ack_next") >= 5
+    });
+    device.stop();
+    assert_eq!(
+        queue_calls(&mut shop, "ack_next"),
+        5,
+        "one acknowledgement a message"
+    );
+    assert_eq!(
+        queue_calls(&mut shop, "ack"),
+        0,
+        "each acknowledged with the next taken"
+    );
+    // sync.next takes the burst's first message, and looks once more when
+    // the held-back report falls due; the rest come with acknowledgements.
+    let nexts = queue_calls(&mut shop, "next");
+    assert!(
+        nexts <= 2,
+        "sync.next called {nexts} times for a burst of five"
+    );
+}

@@ -1,6 +1,6 @@
 //! The default transport (docs/src/server.md, "The default transport"): a
 //! device, or a gateway before many, takes its next message and
-//! acknowledges it.
+//! acknowledges it (and, in the same call, takes the one after).
 
 use pgrx::prelude::*;
 
@@ -20,4 +20,17 @@ fn next(
 #[pg_extern(volatile)]
 fn ack(replica: pgrx::Uuid, id: &str) -> bool {
     queue::ack(replica, id)
+}
+
+/// `sync.ack_next(replica, id)`: `sync.ack` of message `id`, then what
+/// `sync.next` would answer, in one call: a device taking its messages one
+/// after another calls once a message instead of three times (next, ack,
+/// and the next that finds nothing).
+#[pg_extern(volatile)]
+fn ack_next(
+    replica: pgrx::Uuid,
+    id: &str,
+) -> TableIterator<'static, (name!(id, String), name!(message, Vec<u8>))> {
+    queue::ack(replica, id);
+    TableIterator::new(queue::next(replica))
 }

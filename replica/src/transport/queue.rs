@@ -53,6 +53,17 @@ fn release(pg: &mut Client, me: Uuid, id: &str) -> Result<bool, postgres::Error>
     Ok(pg.query_one("SELECT sync.ack($1, $2)", &[&me, &id])?.get(0))
 }
 
+/// Releases `id` and takes what is then the head, in one call.
+fn release_and_take(
+    pg: &mut Client,
+    me: Uuid,
+    id: &str,
+) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
+    Ok(pg
+        .query_opt("SELECT id, message FROM sync.ack_next($1, $2)", &[&me, &id])?
+        .map(|row| (row.get(0), row.get(1))))
+}
+
 /// Files an Up: answers the server's verdict, as its text.
 fn file(pg: &mut Client, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
     Ok(pg
@@ -147,6 +158,11 @@ pub struct Queue<T = NoTls> {
     tls: T,
     me: Uuid,
     pg: Option<Client>,
+    /// What the last acknowledgement found at the head of the queue
+    /// (`sync.ack_next`), for the `next` that follows it at once: one call
+    /// a message rather than three. Forgotten by anything else the loop
+    /// does, after which the queue is asked again.
+    after_ack: Option<Option<Delivery<String>>>,
 }
 
 impl Queue<NoTls> {
@@ -178,6 +194,7 @@ where
             tls,
             me,
             pg: None,
+            after_ack: None,
         }
     }
 
@@ -200,6 +217,7 @@ where
 
     fn connect(&mut self) -> Result<(), Error> {
         self.pg = None;
+        self.after_ack = None;
         let mut pg = self.config.connect(self.tls.clone()).map_err(failure)?;
         // The channel's name has a colon: quoted, as an identifier.
         let listen = format!("LISTEN \"{}\"", channel(self.me));
@@ -209,6 +227,9 @@ where
     }
 
     fn next(&mut self) -> Result<Option<Delivery<String>>, Error> {
+        if let Some(found) = self.after_ack.take() {
+            return Ok(found);
+        }
         let me = self.me;
         let taken = take(self.pg()?, me).map_err(failure)?;
         Ok(taken.map(|(handle, bytes)| Delivery { handle, bytes }))
@@ -216,13 +237,16 @@ where
 
     fn ack(&mut self, handle: String) -> Result<(), Error> {
         let me = self.me;
-        // `false`: the queue no longer held it (acknowledged before, the
-        // acknowledgement's answer lost). Either way it is gone.
-        release(self.pg()?, me, &handle).map_err(failure)?;
+        // A message the queue no longer held (acknowledged before, the
+        // acknowledgement's answer lost) is gone all the same.
+        let head = release_and_take(self.pg()?, me, &handle).map_err(failure)?;
+        self.after_ack = Some(head.map(|(handle, bytes)| Delivery { handle, bytes }));
         Ok(())
     }
 
     fn send(&mut self, up: &Upload) -> Result<(), Error> {
+        // Filing may queue a Filed: the queue is asked again.
+        self.after_ack = None;
         let me = self.me;
         let verdict = file(self.pg()?, me, &up.bytes).map_err(failure)?;
         log::debug!("the server filed an Up of lane {}: {verdict}", up.lane);
@@ -230,6 +254,8 @@ where
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<bool, Error> {
+        // Whatever woke the loop (news, or its poll), it asks the queue.
+        self.after_ack = None;
         let mut notifications = self.pg()?.notifications();
         let news = notifications
             .timeout_iter(timeout)
