@@ -84,26 +84,42 @@ fn carries_rows(status: &Status) -> bool {
     )
 }
 
-#[test]
-fn over_the_queue_a_change_wakes_the_loop_and_a_receipt_written_offline_is_filed_once_it_connects_again(
-) {
-    let mut shop = shop_with_worker();
-    // The device's own role, so the test can lock it out and let it in.
-    shop.run("CREATE ROLE device LOGIN SUPERUSER");
-    let me = shop.add_register("Register 1");
-    let file = shop.file_of(me);
-    let replica = shop::open_register(&file, me);
+/// The device loop of register `me`, connecting as the role `device` (its
+/// own, so a test can shut it out and let it in). An hour between polls:
+/// only the server's notifications wake it.
+fn start_as_device(shop: &Shop, file: &Path, me: Uuid) -> Device {
+    let replica = shop::open_register(file, me);
     let config: postgres::Config = format!("{} user=device", shop.cluster.url("shop"))
         .parse()
         .unwrap();
-    // An hour between polls: only the server's notification wakes it.
     let options = Options {
         poll_every: Duration::from_secs(3600),
         ..Options::default()
     };
-    let mut device = Device::start(replica, options, move |replica| {
+    Device::start(replica, options, move |replica| {
         Queue::new(config, replica.me())
+    })
+}
+
+/// The server shuts the device out, and drops its connection.
+fn shut_out(shop: &mut Shop, device: &mut Device) {
+    shop.run(
+        "ALTER ROLE device NOLOGIN; \
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'device'",
+    );
+    device.expect("the loop to lose the server", |s| {
+        matches!(s, Status::Disconnected { .. })
     });
+}
+
+#[test]
+fn over_the_queue_a_change_wakes_the_loop_and_a_receipt_written_offline_is_filed_once_it_connects_again(
+) {
+    let mut shop = shop_with_worker();
+    shop.run("CREATE ROLE device LOGIN SUPERUSER");
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let mut device = start_as_device(&shop, &file, me);
     device.expect("connected", |s| matches!(s, Status::Connected));
     device.expect("waiting", |s| matches!(s, Status::Waiting { .. }));
 
@@ -112,14 +128,7 @@ fn over_the_queue_a_change_wakes_the_loop_and_a_receipt_written_offline_is_filed
     );
     wait_until("the register to hold Tea", || names_held(&file) == ["Tea"]);
 
-    // The server shuts the device out, and drops its connection.
-    shop.run(
-        "ALTER ROLE device NOLOGIN; \
-         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'device'",
-    );
-    device.expect("the loop to lose the server", |s| {
-        matches!(s, Status::Disconnected { .. })
-    });
+    shut_out(&mut shop, &mut device);
     let receipt = sell(&file, me, 1250);
     device.control.poke();
     device.expect("a connection refused while shut out", |s| {
@@ -236,6 +245,22 @@ fn a_gateways_role_takes_applies_and_files_over_the_queue_with_no_right_on_the_e
 
 /// Whether a status is an Up sent that carries no rows: a report of what
 /// the register applied.
+/// Five products added, Tea 1 to Tea 5, `after_each` called after each
+/// with the names added so far (to wait until it went where it goes).
+/// Answers the names.
+fn five_changes(shop: &mut Shop, mut after_each: impl FnMut(&mut Shop, &[String])) -> Vec<String> {
+    let mut names = Vec::new();
+    for n in 1..=5 {
+        let name = format!("Tea {n}");
+        shop.run(&format!(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), '{name}', 250)"
+        ));
+        names.push(name);
+        after_each(shop, &names);
+    }
+    names
+}
+
 fn is_report(status: &Status) -> bool {
     matches!(status, Status::Sent { upload: None, .. })
 }
@@ -265,17 +290,11 @@ fn messages_applied_in_a_burst_are_reported_once_after_it_and_the_server_hears_t
 
     // Five changes, each taken by the register before the next is written:
     // five messages.
-    let mut names = Vec::new();
-    for n in 1..=5 {
-        let name = format!("Tea {n}");
-        shop.run(&format!(
-            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), '{name}', 250)"
-        ));
-        names.push(name);
+    five_changes(&mut shop, |_, names| {
         wait_until("the register to hold the change", || {
             names_held(&file) == names
-        });
-    }
+        })
+    });
     let during = device.drain();
     let applied = during
         .iter()
@@ -307,17 +326,7 @@ fn a_burst_waiting_for_the_device_is_taken_with_one_call_a_message() {
     shop.run("CREATE ROLE device LOGIN SUPERUSER; ALTER ROLE device SET track_functions = 'all'");
     let me = shop.add_register("Register 1");
     let file = shop.file_of(me);
-    let replica = shop::open_register(&file, me);
-    let config: postgres::Config = format!("{} user=device", shop.cluster.url("shop"))
-        .parse()
-        .unwrap();
-    let options = Options {
-        poll_every: Duration::from_secs(3600),
-        ..Options::default()
-    };
-    let mut device = Device::start(replica, options, move |replica| {
-        Queue::new(config, replica.me())
-    });
+    let mut device = start_as_device(&shop, &file, me);
     device.expect("waiting", |s| matches!(s, Status::Waiting { .. }));
     wait_until("the snapshot taken and reported", || {
         shop.count(
@@ -327,24 +336,12 @@ fn a_burst_waiting_for_the_device_is_taken_with_one_call_a_message() {
     });
 
     // Shut out, the device misses five messages, one a change.
-    shop.run(
-        "ALTER ROLE device NOLOGIN; \
-         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'device'",
-    );
-    device.expect("the loop to lose the server", |s| {
-        matches!(s, Status::Disconnected { .. })
-    });
-    let mut names = Vec::new();
-    for n in 1..=5 {
-        let name = format!("Tea {n}");
-        shop.run(&format!(
-            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), '{name}', 250)"
-        ));
-        names.push(name);
+    shut_out(&mut shop, &mut device);
+    let names = five_changes(&mut shop, |shop, names| {
         wait_until("the change's message waiting", || {
-            shop.count("SELECT count(*) FROM sync.outbox") == n
-        });
-    }
+            shop.count("SELECT count(*) FROM sync.outbox") == names.len() as i64
+        })
+    });
     shop.run("SELECT pg_stat_reset()");
 
     shop.run("ALTER ROLE device LOGIN");
