@@ -369,6 +369,27 @@ struct Step {
     lag_bound: Duration,
 }
 
+/// A step's writers at work.
+struct Writers {
+    stop: Arc<AtomicBool>,
+    written: Arc<AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<Option<i64>>>,
+}
+
+impl Writers {
+    /// Stops them: answers how many writes they made and the newest price
+    /// any of them wrote.
+    fn stop(self) -> (u64, Option<i64>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let newest = self
+            .threads
+            .into_iter()
+            .filter_map(|w| w.join().unwrap())
+            .max();
+        (self.written.load(Ordering::Relaxed), newest)
+    }
+}
+
 /// What the registers looked like at one moment of a step.
 struct Sample {
     at: Instant,
@@ -384,27 +405,18 @@ impl Step {
         let failed = shop.failed_passes();
         let began = Instant::now();
         let since = micros_now();
-        let stop = Arc::new(AtomicBool::new(false));
-        let written = Arc::new(AtomicU64::new(0));
-        let chunks: Vec<&[Uuid]> = ids.chunks(ids.len().div_ceil(self.writers)).collect();
-        let pace = rate as f64 / chunks.len() as f64;
-        let writers: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| start_writer(shop, chunk.to_vec(), pace, stop.clone(), written.clone()))
-            .collect();
+        let writers = self.start_writers(shop, ids, rate as f64);
         let samples = self.sample(fleet, began, since);
-        stop.store(true, Ordering::Relaxed);
-        let newest = writers.into_iter().map(|w| w.join().unwrap()).max();
+        let (writes, newest) = writers.stop();
         let elapsed = began.elapsed().as_secs_f64();
         let rows_after = fleet.each(|a| a.rows);
-        let writes = written.load(Ordering::Relaxed);
         let applied: Vec<f64> = rows_before
             .iter()
             .zip(&rows_after)
             .map(|(before, after)| (after - before) as f64 / elapsed)
             .collect();
         let caught_up = Instant::now();
-        let newest = newest.flatten().unwrap_or(i64::MIN);
+        let newest = newest.unwrap_or(i64::MIN);
         let drained = fleet.wait_until(Duration::from_secs(120), Duration::from_millis(20), |a| {
             a.top >= newest
         });
@@ -430,24 +442,29 @@ impl Step {
     /// The writers as fast as they go for `seconds`: answers the rate they
     /// wrote. What they wrote is left for the relay (the shop goes next).
     fn unpaced(&self, shop: &WorkerShop, ids: &[Uuid], seconds: Duration) -> f64 {
+        let began = Instant::now();
+        let writers = self.start_writers(shop, ids, f64::INFINITY);
+        std::thread::sleep(seconds);
+        let (writes, _) = writers.stop();
+        writes as f64 / began.elapsed().as_secs_f64()
+    }
+
+    /// The step's writers, each UPDATEing its share of `ids`, `rate` writes
+    /// a second between them.
+    fn start_writers(&self, shop: &WorkerShop, ids: &[Uuid], rate: f64) -> Writers {
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(AtomicU64::new(0));
-        let began = Instant::now();
-        let writers: Vec<_> = ids
-            .chunks(ids.len().div_ceil(self.writers))
-            .map(|chunk| {
-                let (stop, written) = (stop.clone(), written.clone());
-                start_writer(shop, chunk.to_vec(), f64::INFINITY, stop, written)
-            })
+        let chunks: Vec<&[Uuid]> = ids.chunks(ids.len().div_ceil(self.writers)).collect();
+        let pace = rate / chunks.len() as f64;
+        let threads = chunks
+            .into_iter()
+            .map(|chunk| start_writer(shop, chunk.to_vec(), pace, stop.clone(), written.clone()))
             .collect();
-        std::thread::sleep(seconds);
-        stop.store(true, Ordering::Relaxed);
-        let elapsed = began.elapsed().as_secs_f64();
-        let writes = written.load(Ordering::Relaxed);
-        for writer in writers {
-            writer.join().unwrap();
+        Writers {
+            stop,
+            written,
+            threads,
         }
-        writes as f64 / elapsed
     }
 
     /// Samples every register's lag each 100 ms until the step's end.

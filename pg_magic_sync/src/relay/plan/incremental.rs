@@ -106,11 +106,15 @@ const CANDIDATES_TOUCHED: &str = "\
     JOIN sync_pass_current r ON r.id = t.replica";
 const CANDIDATES_IN_QUESTION: &str =
     " UNION SELECT replica, table_name, key FROM sync_pass_question";
-/// A row that cannot go is not judged by its table's rule: judging it may
-/// be what failed (a user's function in the active view, a key that does
-/// not read).
-const NOT_BLOCKED: &str = " WHERE NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
-    WHERE b.table_name = c.table_name AND b.key = c.key)";
+/// The condition that the row `alias` can go. A row that cannot is not
+/// judged by its table's rule: judging it may be what failed (a user's
+/// function in the active view, a key that does not read).
+fn not_blocked(alias: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
+         WHERE b.table_name = {alias}.table_name AND b.key = {alias}.key)"
+    )
+}
 
 /// Rows reached from the frontier that are not kept yet: kept now; those
 /// the replica lacks, or that are in question, are the next frontier.
@@ -267,7 +271,10 @@ fn keep(tables: &[Declared], closes: bool) {
         keep_touched(tables, blocked);
         return;
     }
-    let not_blocked = if blocked { NOT_BLOCKED } else { "" };
+    let not_blocked = match blocked {
+        true => format!(" WHERE {}", not_blocked("c")),
+        false => String::new(),
+    };
     spi::run(&format!(
         "INSERT INTO sync_pass_candidates SELECT c.* \
          FROM ({CANDIDATES_TOUCHED}{CANDIDATES_IN_QUESTION}) AS c{not_blocked}"
@@ -311,13 +318,11 @@ fn keep(tables: &[Declared], closes: bool) {
 /// touched, asked of each row touched for every replica once (a pair at a
 /// time, each row would be read once per replica), and of each row touched
 /// for one replica as that pair. A row that cannot go is not judged
-/// (NOT_BLOCKED), so it is kept nowhere.
+/// (`not_blocked`), so it is kept nowhere.
 fn keep_touched(tables: &[Declared], blocked: bool) {
-    let not_blocked = if blocked {
-        " AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
-         WHERE b.table_name = t.table_name AND b.key = t.key)"
-    } else {
-        ""
+    let not_blocked = match blocked {
+        true => format!(" AND {}", not_blocked("t")),
+        false => String::new(),
     };
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         let name = quote_literal(&table.name);
