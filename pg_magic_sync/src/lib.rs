@@ -34,6 +34,7 @@ use pgrx::prelude::*;
 
 mod error;
 mod locks;
+mod temp_tables;
 mod spi;
 mod settings;
 mod catalog;

@@ -142,10 +142,13 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
             let Some(part) = parts.get(&(table.name.clone(), op)) else {
                 continue;
             };
-            let sql = match part {
-                Part::Whole(replica) => rows_of_whole(table, partitions.get(replica)),
-                Part::Listed(replica) => rows_of_part(table, op, *replica),
+            // A part's rows are read from its cohort's representative's plan.
+            let (sql, representative) = match part {
+                Part::Whole(replica) => (rows_of_whole(table, partitions.get(replica)), None),
+                Part::Listed(replica) => (rows_of_part(table, op), Some(to_pg(*replica))),
             };
+            let args: Vec<pgrx::datum::DatumWithOid> =
+                representative.into_iter().map(Into::into).collect();
             let mut reading = Instant::now();
             // A whole table is read in key order from its own pages, sorted:
             // through its key's index the heap is read a row at a time in
@@ -155,8 +158,9 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
                 spi::run("SELECT set_config('enable_indexscan', 'off', true)");
                 setting.unwrap_or_else(|| "on".to_owned())
             });
-            spi::for_each_chunk(
+            spi::for_each_chunk_with(
                 &sql,
+                &args,
                 2_000,
                 |row| Planned::read(&table.name, op, row),
                 |rows| {
@@ -295,18 +299,18 @@ fn rows_of_whole(table: &Declared, partition: Option<&Option<String>>) -> String
     )
 }
 
-/// The rows of one part of a cohort's plan: keys to delete, or keys, notes
-/// and bytes to upsert (encoded here, unless loaded already because more
-/// than one cohort is sent them). In key order: what is recorded of them is
-/// then written in the order of the index that holds it, which is much the
+/// The rows of one part of a cohort's plan, as the plan of its
+/// representative (`$1`) has them: keys to delete, or keys, notes and bytes
+/// to upsert (encoded here, unless loaded already because more than one
+/// cohort is sent them). In key order: what is recorded of them is then
+/// written in the order of the index that holds it, which is much the
 /// cheapest.
-fn rows_of_part(table: &Declared, op: Op, representative: Uuid) -> String {
+fn rows_of_part(table: &Declared, op: Op) -> String {
     let name = quote_literal(&table.name);
-    let replica = quote_literal(&representative.to_string());
     match op {
         Op::Delete | Op::Recorded => format!(
             "SELECT p.key, p.note, NULL::bytea FROM sync_pass_plan p \
-             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = {code} \
+             WHERE p.replica = $1 AND p.table_name = {name} AND p.op = {code} \
              ORDER BY p.key",
             code = quote_literal(op.code()),
         ),
@@ -317,7 +321,7 @@ fn rows_of_part(table: &Declared, op: Op, representative: Uuid) -> String {
              FROM sync_pass_plan p \
              JOIN {rel} AS t ON {matches} \
              LEFT JOIN sync_pass_rows w ON w.table_name = {name} AND w.key = p.key \
-             WHERE p.replica = {replica}::uuid AND p.table_name = {name} AND p.op = 'u' \
+             WHERE p.replica = $1 AND p.table_name = {name} AND p.op = 'u' \
              ORDER BY p.key",
             bytes = row_bytes(table, "t"),
             rel = table.relation,
@@ -668,8 +672,9 @@ fn store_bodies(pending: &[Pending]) -> Vec<i64> {
 /// Message numbers drawn from the sequence, in the order they are given.
 fn draw_numbers(count: usize) -> Vec<i64> {
     let mut numbers = Vec::with_capacity(count);
-    spi::for_each_chunk(
-        &format!("SELECT nextval('sync.message_numbers') FROM generate_series(1, {count})"),
+    spi::for_each_chunk_with(
+        "SELECT nextval('sync.message_numbers') FROM generate_series(1, $1)",
+        &[(count as i64).into()],
         10_000,
         |row| spi::column::<i64>(row, 1, "a message number"),
         |chunk| numbers.extend(chunk),

@@ -13,12 +13,13 @@
 //!
 //! A table's statistics are taken (`analyze`) when it is large, so the
 //! planner plans a big pass for its real sizes, and the first time it
-//! holds anything; a small pass pays nothing for them. A test below holds
+//! holds anything; a small pass pays nothing for them, and a statement
+//! that reads only small ones runs the plan kept from the last time they
+//! were small (spi.rs), rather than being planned again. A test below holds
 //! every `sync_pass_*` name the relay's code uses to this list.
 
-use pgrx::pg_sys;
-
 use crate::spi;
+use crate::temp_tables::{sizes, Sizes, SMALL_PAGES};
 
 /// Every scratch table of a pass, in the order the steps fill them, with
 /// its columns: those the query that fills it answers (a key or a name
@@ -109,28 +110,13 @@ pub const TABLES: &[(&str, &str)] = &[
 /// Rows of a table for a replica, or for every replica (NULL).
 const ROWS: &str = "replica uuid, table_name text COLLATE \"C\", key text COLLATE \"C\"";
 
-/// A table of at most this many pages (64 kB, a few hundred rows) is small:
-/// emptied by DELETE, and planned without fresh statistics.
-const SMALL_PAGES: i64 = 8;
-
-/// What the session knows of one of its scratch tables.
-struct Facts {
-    /// Its size now.
-    pages: i64,
-    /// Its size when its statistics were last taken: 0 when they never
-    /// were since it was made or truncated.
-    analyzed_pages: i64,
-}
-
-impl Facts {
-    /// Whether the planner needs fresh statistics of the table. Emptying
-    /// it (TRUNCATE) forgets its statistics' size, so a large table filled
-    /// again is analyzed again, but not twice for the same rows.
-    fn stale(&self) -> bool {
-        let never = self.analyzed_pages == 0;
-        let large_and_changed = self.pages > SMALL_PAGES && self.pages != self.analyzed_pages;
-        self.pages > 0 && (never || large_and_changed)
-    }
+/// Whether the planner needs fresh statistics of the table. Emptying it
+/// (TRUNCATE) forgets its statistics' size, so a large table filled again
+/// is analyzed again, but not twice for the same rows.
+fn stale(table: &Sizes) -> bool {
+    let never = table.analyzed_pages == 0;
+    let large_and_changed = table.pages > SMALL_PAGES && table.pages != table.analyzed_pages;
+    table.pages > 0 && (never || large_and_changed)
 }
 
 /// Makes the scratch tables this session lacks and empties the others.
@@ -138,7 +124,7 @@ pub fn begin() {
     let mut statements = Vec::new();
     let mut large = Vec::new();
     for (name, columns) in TABLES {
-        match facts(name).map(|f| f.pages) {
+        match sizes(name).map(|f| f.pages) {
             None => statements.push(format!("CREATE TEMP TABLE {name} ({columns})")),
             Some(0) => {}
             Some(pages) if pages <= SMALL_PAGES => statements.push(format!("DELETE FROM {name}")),
@@ -159,7 +145,7 @@ pub fn end() {
     let large: Vec<&str> = TABLES
         .iter()
         .map(|(name, _)| *name)
-        .filter(|name| facts(name).is_some_and(|f| f.pages > SMALL_PAGES))
+        .filter(|name| sizes(name).is_some_and(|f| f.pages > SMALL_PAGES))
         .collect();
     if !large.is_empty() {
         spi::run(&format!("TRUNCATE {}", large.join(", ")));
@@ -169,7 +155,7 @@ pub fn end() {
 /// Empties one scratch table within a pass (a round's frontier, what it
 /// reached).
 pub fn empty(name: &str) {
-    let pages = facts(name).map_or(0, |f| f.pages);
+    let pages = sizes(name).map_or(0, |f| f.pages);
     if pages > SMALL_PAGES {
         spi::run(&format!("TRUNCATE {name}"));
     } else if pages > 0 {
@@ -185,48 +171,10 @@ pub fn analyze(names: &[&str]) {
     let stale: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|name| facts(name).is_some_and(|f| f.stale()))
+        .filter(|name| sizes(name).is_some_and(|f| stale(&f)))
         .collect();
     if !stale.is_empty() {
         spi::run(&format!("ANALYZE {}", stale.join(", ")));
-    }
-}
-
-/// What the session knows of its scratch table `name`, if it has it: read
-/// from the relation cache, which costs far less than a query of pg_class.
-fn facts(name: &str) -> Option<Facts> {
-    let name = std::ffi::CString::new(name).expect("a scratch table's name has no NUL");
-    let mut temp = pg_sys::InvalidOid;
-    let mut temp_toast = pg_sys::InvalidOid;
-    // SAFETY: two out-parameters PostgreSQL fills with this backend's
-    // temporary schemas (InvalidOid while it has none).
-    unsafe { pg_sys::GetTempNamespaceState(&mut temp, &mut temp_toast) };
-    if temp == pg_sys::InvalidOid {
-        return None;
-    }
-    // SAFETY: a NUL-terminated name and a schema's oid; answers InvalidOid
-    // when the schema has no relation of that name.
-    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), temp) };
-    if oid == pg_sys::InvalidOid {
-        return None;
-    }
-    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-    // SAFETY: opened, read and closed here, under a lock held meanwhile;
-    // NULL when the relation went away since it was looked up.
-    unsafe {
-        let relation = pg_sys::try_relation_open(oid, lock);
-        if relation.is_null() {
-            return None;
-        }
-        let facts = Facts {
-            pages: i64::from(pg_sys::RelationGetNumberOfBlocksInFork(
-                relation,
-                pg_sys::ForkNumber::MAIN_FORKNUM,
-            )),
-            analyzed_pages: i64::from((*(*relation).rd_rel).relpages),
-        };
-        pg_sys::relation_close(relation, lock);
-        Some(facts)
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
-use postgres::{Client, Config, NoTls, Socket};
+use postgres::{Client, Config, NoTls, Socket, Statement};
 use uuid::Uuid;
 
 use super::{Delivery, Transport, Waker};
@@ -43,32 +43,25 @@ pub fn ack(pg: &mut Client, replica: &Replica, id: &str) -> Result<bool, QueueEr
     Ok(release(pg, replica.me(), id)?)
 }
 
+const TAKE: &str = "SELECT id, message FROM sync.next($1)";
+const RELEASE: &str = "SELECT sync.ack($1, $2)";
+/// Releases a message and takes what is then the head, in one call.
+const RELEASE_AND_TAKE: &str = "SELECT id, message FROM sync.ack_next($1, $2)";
+/// Files an Up: answers the server's verdict, as its text.
+const FILE: &str = "SELECT sync.receive($1, $2)::text";
+
 fn take(pg: &mut Client, me: Uuid) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
     Ok(pg
-        .query_opt("SELECT id, message FROM sync.next($1)", &[&me])?
+        .query_opt(TAKE, &[&me])?
         .map(|row| (row.get(0), row.get(1))))
 }
 
 fn release(pg: &mut Client, me: Uuid, id: &str) -> Result<bool, postgres::Error> {
-    Ok(pg.query_one("SELECT sync.ack($1, $2)", &[&me, &id])?.get(0))
+    Ok(pg.query_one(RELEASE, &[&me, &id])?.get(0))
 }
 
-/// Releases `id` and takes what is then the head, in one call.
-fn release_and_take(
-    pg: &mut Client,
-    me: Uuid,
-    id: &str,
-) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
-    Ok(pg
-        .query_opt("SELECT id, message FROM sync.ack_next($1, $2)", &[&me, &id])?
-        .map(|row| (row.get(0), row.get(1))))
-}
-
-/// Files an Up: answers the server's verdict, as its text.
 fn file(pg: &mut Client, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
-    Ok(pg
-        .query_one("SELECT sync.receive($1, $2)::text", &[&me, &bytes])?
-        .get(0))
+    Ok(pg.query_one(FILE, &[&me, &bytes])?.get(0))
 }
 
 /// Takes, applies and acknowledges every message waiting for the replica,
@@ -157,12 +150,49 @@ pub struct Queue<T = NoTls> {
     config: Config,
     tls: T,
     me: Uuid,
-    pg: Option<Client>,
+    connected: Option<Connected>,
     /// What the last acknowledgement found at the head of the queue
     /// (`sync.ack_next`), for the `next` that follows it at once: one call
     /// a message rather than three. Forgotten by anything else the loop
     /// does, after which the queue is asked again.
     after_ack: Option<Option<Delivery<String>>>,
+}
+
+/// A connection LISTENing on the replica's channel, and the statements the
+/// loop runs, prepared once: a statement given as text is parsed, planned
+/// and described by the server at every call, a round trip more each.
+struct Connected {
+    pg: Client,
+    take: Statement,
+    release_and_take: Statement,
+    file: Statement,
+}
+
+impl Connected {
+    fn take(&mut self, me: Uuid) -> Result<Option<Delivery<String>>, postgres::Error> {
+        Ok(self.pg.query_opt(&self.take, &[&me])?.map(|row| Delivery {
+            handle: row.get(0),
+            bytes: row.get(1),
+        }))
+    }
+
+    fn release_and_take(
+        &mut self,
+        me: Uuid,
+        id: &str,
+    ) -> Result<Option<Delivery<String>>, postgres::Error> {
+        Ok(self
+            .pg
+            .query_opt(&self.release_and_take, &[&me, &id])?
+            .map(|row| Delivery {
+                handle: row.get(0),
+                bytes: row.get(1),
+            }))
+    }
+
+    fn file(&mut self, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
+        Ok(self.pg.query_one(&self.file, &[&me, &bytes])?.get(0))
+    }
 }
 
 impl Queue<NoTls> {
@@ -193,13 +223,13 @@ where
             config,
             tls,
             me,
-            pg: None,
+            connected: None,
             after_ack: None,
         }
     }
 
-    fn pg(&mut self) -> Result<&mut Client, Error> {
-        self.pg
+    fn connected(&mut self) -> Result<&mut Connected, Error> {
+        self.connected
             .as_mut()
             .ok_or_else(|| Error::TransportDown("not connected to the server's queue".to_owned()))
     }
@@ -216,13 +246,21 @@ where
     type Handle = String;
 
     fn connect(&mut self) -> Result<(), Error> {
-        self.pg = None;
+        self.connected = None;
         self.after_ack = None;
         let mut pg = self.config.connect(self.tls.clone()).map_err(failure)?;
         // The channel's name has a colon: quoted, as an identifier.
         let listen = format!("LISTEN \"{}\"", channel(self.me));
         pg.batch_execute(&listen).map_err(failure)?;
-        self.pg = Some(pg);
+        let take = pg.prepare(TAKE).map_err(failure)?;
+        let release_and_take = pg.prepare(RELEASE_AND_TAKE).map_err(failure)?;
+        let file = pg.prepare(FILE).map_err(failure)?;
+        self.connected = Some(Connected {
+            pg,
+            take,
+            release_and_take,
+            file,
+        });
         Ok(())
     }
 
@@ -231,16 +269,18 @@ where
             return Ok(found);
         }
         let me = self.me;
-        let taken = take(self.pg()?, me).map_err(failure)?;
-        Ok(taken.map(|(handle, bytes)| Delivery { handle, bytes }))
+        self.connected()?.take(me).map_err(failure)
     }
 
     fn ack(&mut self, handle: String) -> Result<(), Error> {
         let me = self.me;
         // A message the queue no longer held (acknowledged before, the
         // acknowledgement's answer lost) is gone all the same.
-        let head = release_and_take(self.pg()?, me, &handle).map_err(failure)?;
-        self.after_ack = Some(head.map(|(handle, bytes)| Delivery { handle, bytes }));
+        let head = self
+            .connected()?
+            .release_and_take(me, &handle)
+            .map_err(failure)?;
+        self.after_ack = Some(head);
         Ok(())
     }
 
@@ -248,7 +288,7 @@ where
         // Filing may queue a Filed: the queue is asked again.
         self.after_ack = None;
         let me = self.me;
-        let verdict = file(self.pg()?, me, &up.bytes).map_err(failure)?;
+        let verdict = self.connected()?.file(me, &up.bytes).map_err(failure)?;
         log::debug!("the server filed an Up of lane {}: {verdict}", up.lane);
         Ok(())
     }
@@ -256,7 +296,7 @@ where
     fn wait(&mut self, timeout: Duration) -> Result<bool, Error> {
         // Whatever woke the loop (news, or its poll), it asks the queue.
         self.after_ack = None;
-        let mut notifications = self.pg()?.notifications();
+        let mut notifications = self.connected()?.pg.notifications();
         let news = notifications
             .timeout_iter(timeout)
             .next()

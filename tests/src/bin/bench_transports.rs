@@ -139,18 +139,27 @@ fn commit_to_applied(
     let (mut shop, fleet) = shop_with_fleet(transport, 100, registers, options);
     let failed = shop.failed_passes();
     let began = Instant::now();
+    let cpu_before = cpu_ms();
     let latencies = changes_applied(&mut shop, &fleet, changes, spacing, Duration::from_secs(1));
+    let cpu_after = cpu_ms();
     let took = began.elapsed();
     let failed = shop.failed_passes() - failed;
     let mut samples = Vec::new();
     let mut missed = 0;
-    for per_register in &latencies {
-        for latency in per_register {
-            match latency {
-                Some(ms) => samples.push(*ms),
-                None => missed += 1,
-            }
+    // Per change, the first register to apply it (the pass and one
+    // delivery) and the last (every delivery after it).
+    let (mut firsts, mut lasts) = (Vec::new(), Vec::new());
+    for per_change in &latencies {
+        let applied: Vec<f64> = per_change.iter().flatten().copied().collect();
+        missed += per_change.len() - applied.len();
+        if let (Some(first), Some(last)) = (
+            applied.iter().copied().reduce(f64::min),
+            applied.iter().copied().reduce(f64::max),
+        ) {
+            firsts.push(first);
+            lasts.push(last);
         }
+        samples.extend(applied);
     }
     let late = samples.iter().filter(|ms| **ms > 1000.0).count();
     let (p50, p99) = median_and_p99(samples);
@@ -160,6 +169,25 @@ fn commit_to_applied(
         transport.name(),
         took.as_secs_f64(),
         troubles_of(&fleet)
+    );
+    if registers > 1 {
+        let (first, _) = median_and_p99(firsts);
+        let (last, _) = median_and_p99(lasts);
+        println!(
+            "        per change, the first register to apply it: median {first:7.2} ms; \
+             the last: median {last:7.2} ms"
+        );
+    }
+    // What the registers (this process) and the server (every postgres
+    // process) spent per message applied, on the machine's cores together.
+    let messages = (changes * registers) as f64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let registers_ms = (cpu_after.0 - cpu_before.0) / messages;
+    let server_ms = (cpu_after.1 - cpu_before.1) / messages;
+    println!(
+        "        CPU per message applied: the registers {registers_ms:.3} ms, the server \
+         {server_ms:.3} ms; a change to every register costs {:.1} ms of the {cores} cores' time",
+        (registers_ms + server_ms) * registers as f64 / cores
     );
     if flag("--profile") {
         print_profile(&mut shop);
@@ -295,6 +323,35 @@ fn changes_applied(
             })
         })
         .collect()
+}
+
+/// CPU time (user and system) so far, in ms: of this process (the
+/// registers, and the writer) and of every process named postgres (the
+/// server: the runs' one cluster).
+fn cpu_ms() -> (f64, f64) {
+    let of = |stat: &str| -> Option<(String, f64)> {
+        // The name is in parentheses; the fields after it count from state.
+        let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 =
+            fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+        // Linux counts CPU time in hundredths of a second (USER_HZ).
+        Some((name.to_owned(), ticks * 10.0))
+    };
+    let me = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| of(&stat))
+        .map_or(0.0, |(_, ms)| ms);
+    let server = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+        .filter_map(|stat| of(&stat))
+        .filter(|(name, _)| name == "postgres")
+        .map(|(_, ms)| ms)
+        .sum();
+    (me, server)
 }
 
 fn troubles_of(fleet: &Fleet) -> String {

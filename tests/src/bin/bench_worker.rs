@@ -3,7 +3,8 @@
 //! - the fixed cost of a pass, which a worker pays at every wake-up: a
 //!   `CALL sync.relay()` in a warm session with nothing to do, and with one
 //!   note for one replica; beside them, what a worker woken with nothing
-//!   to do runs instead of a pass (its look at whether work waits);
+//!   to do runs instead of a pass (its look at whether work waits); and the
+//!   pass of one note broadcast to `--fanout` replicas;
 //! - the worker's private memory as its passes go by: after 100 passes,
 //!   at every tenfold up to 10,000, then every 10,000 up to
 //!   `--memory-passes`. A writer commits a change every millisecond, so
@@ -17,6 +18,7 @@
 //! Run on a release build: `cargo pgrx install --release -p magic_sync`, then
 //! `cargo run --release -p magic_sync_tests --bin bench_worker`. Options:
 //! `--passes N` (calls timed per figure of the first part, 200),
+//! `--fanout N` (100: the one note's pass is timed again with N registers),
 //! `--memory-passes N` (10000; the target's figure is 100000, over an hour
 //! here), `--memory-transport queue|nats` (queue; nats passes about twice
 //! as fast here: no register's report of what it applied meets a pass).
@@ -49,13 +51,14 @@ fn main() {
         std::process::exit(1);
     }));
     let passes = arg::<usize>("--passes", 200);
+    let fanout = arg::<usize>("--fanout", 100);
     let memory_passes = arg::<i64>("--memory-passes", 10_000);
     let transport = text_arg("--memory-transport")
         .map(|t| Transport::parse(&t).expect("--memory-transport names queue or nats"))
         .unwrap_or(Transport::Queue);
 
     println!("The fixed cost of a pass, in a warm session ({passes} each)");
-    fixed_cost(passes);
+    fixed_cost(passes, fanout);
 
     println!();
     println!(
@@ -66,25 +69,9 @@ fn main() {
     memory(transport, memory_passes);
 }
 
-fn fixed_cost(passes: usize) {
+fn fixed_cost(passes: usize, fanout: usize) {
     let cluster = Cluster::start();
-    let mut pg = cluster.database_with_extension("fixed");
-    pg.batch_execute(BROADCAST_SHOP).unwrap();
-    pg.batch_execute(PRODUCTS).unwrap();
-    pg.batch_execute("INSERT INTO shop.registers (id) VALUES (gen_random_uuid())")
-        .unwrap();
-    drain(&mut pg);
-    // The register takes its snapshot, so it is kept up to date from here.
-    let register: Uuid = pg
-        .query_one("SELECT id FROM shop.registers", &[])
-        .unwrap()
-        .get(0);
-    pg.execute("DELETE FROM sync.outbox WHERE replica = $1", &[&register])
-        .unwrap();
-    for _ in 0..10 {
-        relay(&mut pg);
-    }
-
+    let (mut pg, registers) = shop_kept_up(&cluster, "fixed", 1);
     let idle: Vec<f64> = (0..passes)
         .map(|_| {
             let began = Instant::now();
@@ -100,26 +87,7 @@ fn fixed_cost(passes: usize) {
             ms(began.elapsed())
         })
         .collect();
-    pg.batch_execute("SET magic_sync.pass_timings = on")
-        .unwrap();
-    let mut last_steps = serde_json::Value::Null;
-    let one_note: Vec<f64> = (0..passes)
-        .map(|i| {
-            pg.execute(
-                "UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'",
-                &[&(i as i64 + 1000)],
-            )
-            .unwrap();
-            let began = Instant::now();
-            let summary = relay(&mut pg);
-            let took = ms(began.elapsed());
-            assert_eq!(summary["notes"], 1, "{summary}");
-            pg.execute("DELETE FROM sync.outbox WHERE replica = $1", &[&register])
-                .unwrap();
-            last_steps = summary["took_ms"].clone();
-            took
-        })
-        .collect();
+    let (one_note, one_steps) = one_note_passes(&mut pg, &registers, passes);
     let (idle_p50, idle_p99) = median_and_p99(idle);
     let (check_p50, check_p99) = median_and_p99(check);
     let (note_p50, note_p99) = median_and_p99(one_note);
@@ -132,7 +100,84 @@ fn fixed_cost(passes: usize) {
     println!(
         "  a pass with one note, one replica: median {note_p50:7.2} ms, p99 {note_p99:7.2} ms (target: at most 5 ms)"
     );
-    println!("    its steps, the last time (ms): {last_steps}");
+    println!("    its steps, the last time (ms): {one_steps}");
+    if fanout > 1 {
+        let (mut pg, registers) = shop_kept_up(&cluster, "fanout", fanout);
+        let (fanned, steps) = one_note_passes(&mut pg, &registers, passes);
+        let (p50, p99) = median_and_p99(fanned);
+        println!(
+            "  a pass with one note, {fanout} replicas: median {p50:7.2} ms, p99 {p99:7.2} ms \
+             (what commit to applied with {fanout} registers pays first)"
+        );
+        println!("    its steps, the last time (ms): {steps}");
+    }
+}
+
+/// A database of the broadcast shop with a hundred products and `registers`
+/// registers, each of which took its snapshot (its messages taken away), so
+/// it is kept up to date from here; a few passes warm the session.
+fn shop_kept_up(
+    cluster: &Cluster,
+    database: &str,
+    registers: usize,
+) -> (postgres::Client, Vec<Uuid>) {
+    let mut pg = cluster.database_with_extension(database);
+    pg.batch_execute(BROADCAST_SHOP).unwrap();
+    pg.batch_execute(PRODUCTS).unwrap();
+    pg.execute(
+        "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1)",
+        &[&(registers as i32)],
+    )
+    .unwrap();
+    drain(&mut pg);
+    let ids: Vec<Uuid> = pg
+        .query("SELECT id FROM shop.registers", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    pg.execute("DELETE FROM sync.outbox WHERE replica = ANY($1)", &[&ids])
+        .unwrap();
+    for _ in 0..10 {
+        relay(&mut pg);
+    }
+    (pg, ids)
+}
+
+/// `passes` passes of one note each, broadcast to every register (their
+/// messages taken away after each): each pass's time, and the steps of the
+/// last.
+fn one_note_passes(
+    pg: &mut postgres::Client,
+    registers: &[Uuid],
+    passes: usize,
+) -> (Vec<f64>, serde_json::Value) {
+    pg.batch_execute("SET magic_sync.pass_timings = on")
+        .unwrap();
+    let mut last_steps = serde_json::Value::Null;
+    let took = (0..passes)
+        .map(|i| {
+            pg.execute(
+                "UPDATE shop.products SET price_cents = $1 WHERE name = 'Product 1'",
+                &[&(i as i64 + 1000)],
+            )
+            .unwrap();
+            let began = Instant::now();
+            let summary = relay(pg);
+            let took = ms(began.elapsed());
+            assert_eq!(summary["notes"], 1, "{summary}");
+            pg.execute(
+                "DELETE FROM sync.outbox WHERE replica = ANY($1)",
+                &[&registers],
+            )
+            .unwrap();
+            last_steps = summary["took_ms"].clone();
+            took
+        })
+        .collect();
+    pg.batch_execute("SET magic_sync.pass_timings = off")
+        .unwrap();
+    (took, last_steps)
 }
 
 /// After 100 passes, then at every tenfold up to 10,000, then every
