@@ -53,7 +53,7 @@ fn worth_keeping(sql: &str, args: &[DatumWithOid], fixed: bool) -> bool {
 /// Whether `sql` is one query or one data-changing command: what SPI can
 /// prepare (several commands cannot be, and DDL is not worth it).
 fn one_command(sql: &str) -> bool {
-    let first = sql.trim_start().split_whitespace().next().unwrap_or("");
+    let first = sql.split_whitespace().next().unwrap_or("");
     let commands = ["SELECT", "INSERT", "UPDATE", "DELETE", "WITH"];
     !sql.contains(';') && commands.iter().any(|c| first.eq_ignore_ascii_case(c))
 }
@@ -100,6 +100,12 @@ fn kept_plan(
             .push((writes, types, plan.clone()))
     });
     Some(plan)
+}
+
+/// Whether the session keeps a plan of `sql` (of any arguments).
+#[cfg(any(test, feature = "pg_test"))]
+pub fn is_kept(sql: &str) -> bool {
+    PLANS.with(|plans| plans.borrow().contains_key(sql))
 }
 
 /// Runs `sql` (or its kept plan) through a client that may write.

@@ -3,6 +3,7 @@
 
 mod declaring;
 mod filing;
+mod kept_plans;
 mod publishing;
 mod status_states;
 mod wishing;
