@@ -55,14 +55,28 @@ pub fn sizes(name: &str) -> Option<Sizes> {
     }
 }
 
-/// Whether every table named `sync_pass_*` in `sql` is a small temporary
-/// table of this session: then a plan made for them now suits them the
-/// next time they are small too.
-pub fn named_scratch_all_small(sql: &str) -> bool {
-    sql.match_indices("sync_pass_").all(|(at, _)| {
+/// The names `sync_pass_*` in `sql`, in order, each as often as it is
+/// named: the relay's scratch tables a statement reads or writes.
+pub fn scratch_names(sql: &str) -> impl Iterator<Item = &str> {
+    sql.match_indices("sync_pass_").map(move |(at, _)| {
         let end = sql[at..]
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .map_or(sql.len(), |n| at + n);
-        sizes(&sql[at..end]).is_some_and(|s| s.pages <= SMALL_PAGES)
+        &sql[at..end]
+    })
+}
+
+/// Whether every table named `sync_pass_*` in `sql` is a small temporary
+/// table of this session: then a plan made for them now suits them the
+/// next time they are small too. Each is looked up once, however often it
+/// is named.
+pub fn named_scratch_all_small(sql: &str) -> bool {
+    let mut asked: Vec<&str> = Vec::new();
+    scratch_names(sql).all(|name| {
+        if asked.contains(&name) {
+            return true;
+        }
+        asked.push(name);
+        sizes(name).is_some_and(|s| s.pages <= SMALL_PAGES)
     })
 }

@@ -181,6 +181,7 @@ pub fn analyze(names: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::TABLES;
+    use crate::temp_tables::scratch_names;
 
     /// The relay's sources, as the crate is built from them.
     const SOURCES: &[&str] = &[
@@ -198,11 +199,7 @@ mod tests {
     #[test]
     fn every_scratch_table_the_relay_names_is_listed_and_so_made_and_emptied() {
         for source in SOURCES {
-            for (at, _) in source.match_indices("sync_pass_") {
-                let name: String = source[at..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
+            for name in scratch_names(source) {
                 assert!(
                     TABLES.iter().any(|(listed, _)| *listed == name),
                     "{name} is not in relay/scratch.rs"

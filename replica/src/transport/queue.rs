@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
-use postgres::{Client, Config, NoTls, Socket, Statement};
+use postgres::types::ToSql;
+use postgres::{Client, Config, NoTls, Socket, Statement, ToStatement};
 use uuid::Uuid;
 
 use super::{Delivery, Transport, Waker};
@@ -50,10 +51,30 @@ const RELEASE_AND_TAKE: &str = "SELECT id, message FROM sync.ack_next($1, $2)";
 /// Files an Up: answers the server's verdict, as its text.
 const FILE: &str = "SELECT sync.receive($1, $2)::text";
 
-fn take(pg: &mut Client, me: Uuid) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
+/// The message (its id and bytes) that `statement`, TAKE or
+/// RELEASE_AND_TAKE as text or prepared, answers, if any.
+fn message_of<S: ToStatement + ?Sized>(
+    pg: &mut Client,
+    statement: &S,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
     Ok(pg
-        .query_opt(TAKE, &[&me])?
+        .query_opt(statement, params)?
         .map(|row| (row.get(0), row.get(1))))
+}
+
+/// The verdict FILE (as text or prepared) answers for an Up.
+fn verdict_of<S: ToStatement + ?Sized>(
+    pg: &mut Client,
+    statement: &S,
+    me: Uuid,
+    bytes: &[u8],
+) -> Result<String, postgres::Error> {
+    Ok(pg.query_one(statement, &[&me, &bytes])?.get(0))
+}
+
+fn take(pg: &mut Client, me: Uuid) -> Result<Option<(String, Vec<u8>)>, postgres::Error> {
+    message_of(pg, TAKE, &[&me])
 }
 
 fn release(pg: &mut Client, me: Uuid, id: &str) -> Result<bool, postgres::Error> {
@@ -61,7 +82,7 @@ fn release(pg: &mut Client, me: Uuid, id: &str) -> Result<bool, postgres::Error>
 }
 
 fn file(pg: &mut Client, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
-    Ok(pg.query_one(FILE, &[&me, &bytes])?.get(0))
+    verdict_of(pg, FILE, me, bytes)
 }
 
 /// Takes, applies and acknowledges every message waiting for the replica,
@@ -170,10 +191,8 @@ struct Connected {
 
 impl Connected {
     fn take(&mut self, me: Uuid) -> Result<Option<Delivery<String>>, postgres::Error> {
-        Ok(self.pg.query_opt(&self.take, &[&me])?.map(|row| Delivery {
-            handle: row.get(0),
-            bytes: row.get(1),
-        }))
+        let taken = message_of(&mut self.pg, &self.take, &[&me])?;
+        Ok(taken.map(|(handle, bytes)| Delivery { handle, bytes }))
     }
 
     fn release_and_take(
@@ -181,17 +200,12 @@ impl Connected {
         me: Uuid,
         id: &str,
     ) -> Result<Option<Delivery<String>>, postgres::Error> {
-        Ok(self
-            .pg
-            .query_opt(&self.release_and_take, &[&me, &id])?
-            .map(|row| Delivery {
-                handle: row.get(0),
-                bytes: row.get(1),
-            }))
+        let taken = message_of(&mut self.pg, &self.release_and_take, &[&me, &id])?;
+        Ok(taken.map(|(handle, bytes)| Delivery { handle, bytes }))
     }
 
     fn file(&mut self, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
-        Ok(self.pg.query_one(&self.file, &[&me, &bytes])?.get(0))
+        verdict_of(&mut self.pg, &self.file, me, bytes)
     }
 }
 
