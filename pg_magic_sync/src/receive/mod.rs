@@ -35,6 +35,8 @@ pub mod answer;
 
 use magic_sync_proto::wire::Up;
 use magic_sync_proto::{LARGEST_NUMBER, PROTOCOL};
+use std::cell::OnceCell;
+
 use prost::Message;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -222,7 +224,14 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
         return json!({ "verdict": "redelivered", "answered": answer::answer(replica, &up.uploads) });
     }
     let standing = Standing::read(replica);
-    let tables = catalog::wishes::with_wishes(catalog::declared_tables());
+    // Read only when the Up needs them: most Ups of a fleet at work only
+    // say what was applied.
+    let declared = OnceCell::new();
+    let tables = || {
+        declared
+            .get_or_init(|| catalog::wishes::with_wishes(catalog::declared_tables()))
+            .as_slice()
+    };
     let mut verdict = json!({ "verdict": "filed" });
 
     // What the upload says of the replica, filed apart from its rows.
@@ -231,7 +240,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
             replica,
             standing.as_ref(),
             &up.rejected,
-            &tables,
+            tables(),
         ));
     }
     // Sequence 0 says nothing of where the replica stands on a lane but the
@@ -266,7 +275,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     let waiting_may_go = judged == Judged::Counted;
     let rows = file_rows(
         &up,
-        &tables,
+        tables,
         &mut sender,
         standing.as_ref(),
         applied_at,
@@ -288,7 +297,7 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
                 s,
                 digests::caught_up(s, judged, &up),
                 &up.digests,
-                &tables,
+                tables(),
             ),
             None => json!("not compared: no chain recorded for it yet"),
         };
@@ -322,9 +331,9 @@ fn applied_position(up: &Up, s: Option<&Standing>, judged: Judged) -> Option<(Uu
 /// Files the Up's rows, and what waited for the replica's provisioning once
 /// it is confirmed. Answers the parts' outcomes and what was filed again,
 /// or None when there was nothing to file.
-fn file_rows(
+fn file_rows<'t>(
     up: &Up,
-    tables: &[Declared],
+    tables: impl FnOnce() -> &'t [Declared],
     sender: &mut Sender,
     standing: Option<&Standing>,
     applied: Option<(Uuid, i64)>,
@@ -336,6 +345,7 @@ fn file_rows(
     if up.tables.is_empty() && !refile_waiting {
         return None;
     }
+    let tables = tables();
     // Read first: a part that is malformed is left out whole, the rest of a
     // part filed.
     let mut outcomes = Vec::new();

@@ -142,45 +142,39 @@ pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut St
             let Some(part) = parts.get(&(table.name.clone(), op)) else {
                 continue;
             };
-            // A part's rows are read from its cohort's representative's plan.
-            let (sql, representative) = match part {
-                Part::Whole(replica) => (rows_of_whole(table, partitions.get(replica)), None),
-                Part::Listed(replica) => (rows_of_part(table, op), Some(to_pg(*replica))),
-            };
-            let args: Vec<pgrx::datum::DatumWithOid> =
-                representative.into_iter().map(Into::into).collect();
             let mut reading = Instant::now();
-            // A whole table is read in key order from its own pages, sorted:
-            // through its key's index the heap is read a row at a time in
-            // random order, several times slower than a scan and a sort.
-            let index_scans = matches!(part, Part::Whole(_)).then(|| {
-                let setting = spi::one::<String>("SELECT current_setting('enable_indexscan')", &[]);
-                spi::run("SELECT set_config('enable_indexscan', 'off', true)");
-                setting.unwrap_or_else(|| "on".to_owned())
-            });
-            spi::for_each_chunk_with(
-                &sql,
-                &args,
-                2_000,
-                |row| Planned::read(&table.name, op, row),
-                |rows| {
-                    writer.steps.add("record.read", reading.elapsed());
-                    let packing_started = Instant::now();
-                    for row in rows {
-                        if let Err(refused) = packing.push(row, &mut writer) {
-                            too_large.push(refused);
-                        }
+            let mut each = |rows: Vec<Planned>| {
+                writer.steps.add("record.read", reading.elapsed());
+                let packing_started = Instant::now();
+                for row in rows {
+                    if let Err(refused) = packing.push(row, &mut writer) {
+                        too_large.push(refused);
                     }
-                    writer.steps.add("record.pack", packing_started.elapsed());
-                    writer.flush_if_full();
-                    reading = Instant::now();
-                },
-            );
-            if let Some(setting) = index_scans {
-                spi::run_with(
-                    "SELECT set_config('enable_indexscan', $1, true)",
-                    &[setting.as_str().into()],
-                );
+                }
+                writer.steps.add("record.pack", packing_started.elapsed());
+                writer.flush_if_full();
+                reading = Instant::now();
+            };
+            let read = |row: &pgrx::spi::SpiHeapTupleData| Planned::read(&table.name, op, row);
+            match part {
+                // A whole table is read in key order from its own pages,
+                // sorted: through its key's index the heap is read a row at
+                // a time in random order, several times slower.
+                Part::Whole(replica) => spi::for_each_chunk_scanning_pages(
+                    &rows_of_whole(table, partitions.get(replica)),
+                    2_000,
+                    read,
+                    &mut each,
+                ),
+                // A part's rows are read from its cohort's representative's
+                // plan.
+                Part::Listed(replica) => spi::for_each_chunk_with(
+                    &rows_of_part(table, op),
+                    &[to_pg(*replica).into()],
+                    2_000,
+                    read,
+                    &mut each,
+                ),
             }
         }
         packing.finish(&mut writer);

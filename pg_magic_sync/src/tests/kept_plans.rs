@@ -36,6 +36,39 @@ mod tests {
         assert_eq!(spi::one::<i64>(counting, &[]), Some(20_000));
     }
 
+    /// The plan PostgreSQL makes for a look-up by key in `t`.
+    fn plan_of_a_look_up() -> String {
+        spi::select("EXPLAIN SELECT * FROM t WHERE id = 5", None, &[], |rows| {
+            rows.map(|row| spi::column::<String>(&row, 1, "a line of the plan"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+    }
+
+    #[pg_test]
+    fn a_table_read_whole_leaves_index_scans_to_what_runs_beside_it() {
+        spi::run(
+            "CREATE TABLE t (id int PRIMARY KEY, v text); \
+             INSERT INTO t SELECT i, 'v' FROM generate_series(1, 20000) AS i; ANALYZE t",
+        );
+        let mut plans = Vec::new();
+        spi::for_each_chunk_scanning_pages(
+            "SELECT id FROM t ORDER BY id",
+            5_000,
+            |row| spi::column::<i32>(row, 1, "t.id"),
+            |ids| plans.push((ids.len(), plan_of_a_look_up())),
+        );
+        assert_eq!(plans.len(), 4, "20,000 rows in chunks of 5,000");
+        for (rows, plan) in plans {
+            assert_eq!(rows, 5_000);
+            assert!(
+                plan.contains("Index Scan using"),
+                "planned beside the read: {plan}"
+            );
+        }
+        assert!(plan_of_a_look_up().contains("Index Scan using"));
+    }
+
     #[pg_test]
     fn several_commands_in_one_text_are_run_as_they_are() {
         scratch::begin();

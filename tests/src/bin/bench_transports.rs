@@ -325,33 +325,79 @@ fn changes_applied(
         .collect()
 }
 
-/// CPU time (user and system) so far, in ms: of this process (the
-/// registers, and the writer) and of every process named postgres (the
-/// server: the runs' one cluster).
+/// CPU time (user and system) so far, in ms.
+#[derive(Clone, Copy)]
+struct Cpu {
+    /// This process: the registers, and the writers' clients.
+    here: f64,
+    /// Every process named postgres (the runs' one cluster), the relay
+    /// worker among them.
+    server: f64,
+    /// The relay worker alone (its title says `magic_sync relay`).
+    relay: f64,
+    /// Every core of the machine, busy with anything (/proc/stat).
+    machine: f64,
+}
+
 fn cpu_ms() -> (f64, f64) {
+    let cpu = cpu_now();
+    (cpu.here, cpu.server)
+}
+
+fn cpu_now() -> Cpu {
+    // Linux counts CPU time in hundredths of a second (USER_HZ).
+    const MS_A_TICK: f64 = 10.0;
     let of = |stat: &str| -> Option<(String, f64)> {
         // The name is in parentheses; the fields after it count from state.
         let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let ticks: f64 =
             fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-        // Linux counts CPU time in hundredths of a second (USER_HZ).
-        Some((name.to_owned(), ticks * 10.0))
+        Some((name.to_owned(), ticks * MS_A_TICK))
     };
-    let me = std::fs::read_to_string("/proc/self/stat")
+    let here = std::fs::read_to_string("/proc/self/stat")
         .ok()
         .and_then(|stat| of(&stat))
         .map_or(0.0, |(_, ms)| ms);
-    let server = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
-        .filter_map(|stat| of(&stat))
-        .filter(|(name, _)| name == "postgres")
-        .map(|(_, ms)| ms)
-        .sum();
-    (me, server)
+    let (mut server, mut relay) = (0.0, 0.0);
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some((name, ms)) = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| of(&stat))
+        else {
+            continue;
+        };
+        if name != "postgres" {
+            continue;
+        }
+        server += ms;
+        let title = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&title).contains("magic_sync relay") {
+            relay += ms;
+        }
+    }
+    // The first line of /proc/stat: every core's ticks by kind; idle and
+    // iowait are the 4th and 5th.
+    let machine = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|stat| {
+            let ticks: Vec<f64> = stat
+                .lines()
+                .next()?
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            let idle = ticks.get(3)? + ticks.get(4)?;
+            Some((ticks.iter().sum::<f64>() - idle) * MS_A_TICK)
+        })
+        .unwrap_or(0.0);
+    Cpu {
+        here,
+        server,
+        relay,
+        machine,
+    }
 }
 
 fn troubles_of(fleet: &Fleet) -> String {
@@ -420,6 +466,27 @@ fn rate_part(transports: &[Transport]) {
     }
 }
 
+/// Where a step's CPU went, per change written, and how busy the machine
+/// was: what bounds the rate on this machine, the relay or the rest.
+fn print_cpu_per_change(before: Cpu, after: Cpu, writes: u64, seconds: f64) {
+    let per_change = |ms: f64| ms * 1000.0 / writes.max(1) as f64;
+    let relay = after.relay - before.relay;
+    let rest_of_server = after.server - before.server - relay;
+    let here = after.here - before.here;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let busy = (after.machine - before.machine) / (seconds * 1000.0 * cores);
+    println!(
+        "        CPU per change written: the relay {:.0} µs (on CPU {:.0}% of the step), the \
+         rest of the server {:.0} µs, the registers and the writers' clients {:.0} µs; the \
+         machine's {cores} cores {:.0}% busy",
+        per_change(relay),
+        relay / (seconds * 10.0),
+        per_change(rest_of_server),
+        per_change(here),
+        busy * 100.0
+    );
+}
+
 struct Step {
     seconds: u64,
     writers: usize,
@@ -462,10 +529,12 @@ impl Step {
         let failed = shop.failed_passes();
         let began = Instant::now();
         let since = micros_now();
+        let cpu_before = cpu_now();
         let writers = self.start_writers(shop, ids, rate as f64);
         let samples = self.sample(fleet, began, since);
         let (writes, newest) = writers.stop();
         let elapsed = began.elapsed().as_secs_f64();
+        let cpu_after = cpu_now();
         let rows_after = fleet.each(|a| a.rows);
         let applied: Vec<f64> = rows_before
             .iter()
@@ -479,6 +548,7 @@ impl Step {
         });
         let catching_up = caught_up.elapsed();
         self.report(rate, writes as f64 / elapsed, &applied, &samples);
+        print_cpu_per_change(cpu_before, cpu_after, writes, elapsed);
         let kept_up = self.kept_up(&samples);
         println!(
             "        {}; {} passes failed and were tried again; caught up {}",
