@@ -176,6 +176,8 @@ struct Worker {
     said_missing: bool,
     /// Passes since the catalog caches were last emptied.
     passes: u32,
+    /// Every buffer for temporary tables was taken (take_temp_buffers).
+    buffers_taken: bool,
     /// Publishing, with a transport the worker pushes to.
     push: Push,
     checked_at: Instant,
@@ -205,6 +207,7 @@ impl Worker {
             backoff: Duration::ZERO,
             reported_at: Instant::now(),
             said_missing: false,
+            buffers_taken: false,
             passes: 0,
             push: Push::new(),
             checked_at: Instant::now(),
@@ -326,6 +329,11 @@ impl Worker {
             Found::NoExtension => return Ok(Round::NoExtension),
             Found::NoWork => return Ok(Round::Relayed { more: false }),
             Found::Work => {}
+        }
+        if !self.buffers_taken {
+            transaction(false, take_temp_buffers)?
+                .map_err(|e| spi_failure(TAKE_TEMP_BUFFERS, e))?;
+            self.buffers_taken = true;
         }
         let starting = self.starting;
         transaction(false, || {
@@ -470,6 +478,26 @@ fn limit_temp_buffers() {
             pg_sys::GucSource::PGC_S_SESSION,
         );
     }
+}
+
+/// Fills a throwaway temporary table of as many pages as the worker has
+/// buffers for them, and drops it. PostgreSQL gives those buffers their
+/// memory as each is first used and keeps it for the session, so the
+/// worker's scratch tables took theirs over its first ten thousand passes
+/// (0.4 MB after 100, 1 MB after 10,000); taken at once, they make its
+/// memory flat from its first pass, and growth that shows is growth.
+/// `$1`: the rows that fill that many pages (about 226 one-integer rows
+/// a page).
+const TAKE_TEMP_BUFFERS: &str = "INSERT INTO magic_sync_temp_buffers SELECT generate_series(1, $1)";
+const MAKE_TEMP_BUFFERS_TABLE: &str = "CREATE TEMPORARY TABLE magic_sync_temp_buffers (g int)";
+const DROP_TEMP_BUFFERS_TABLE: &str = "DROP TABLE magic_sync_temp_buffers";
+
+fn take_temp_buffers() -> Result<(), pgrx::spi::SpiError> {
+    // SAFETY: a GUC's variable, read on the main thread.
+    let pages = i64::from(unsafe { pg_sys::num_temp_buffers });
+    Spi::run(MAKE_TEMP_BUFFERS_TABLE)?;
+    Spi::run_with_args(TAKE_TEMP_BUFFERS, &[(pages * 250).into()])?;
+    Spi::run(DROP_TEMP_BUFFERS_TABLE)
 }
 
 /// Shows what the worker does in `pg_stat_activity` (`state`, `query`).

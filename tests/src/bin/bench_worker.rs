@@ -21,11 +21,13 @@
 //! `--fanout N` (100: the one note's pass is timed again with N registers),
 //! `--memory-passes N` (10000; the target's figure is 100000, over an hour
 //! here), `--memory-transport queue|nats` (queue; nats passes about twice
-//! as fast here: no register's report of what it applied meets a pass).
+//! as fast here: no register's report of what it applied meets a pass),
+//! `--contexts` (at each figure of memory, the worker's memory contexts as
+//! `pg_log_backend_memory_contexts` logs them).
 
 use std::time::{Duration, Instant};
 
-use magic_sync_tests::args::{arg, text_arg};
+use magic_sync_tests::args::{arg, flag, text_arg};
 use magic_sync_tests::figures::{median_and_p99, ms};
 use magic_sync_tests::registers::Fleet;
 use magic_sync_tests::relaying::{drain, relay};
@@ -230,6 +232,9 @@ fn memory(transport: Transport, passes: i64) {
             "  after {done:7} passes ({commits:7} commits, {:6.0} s): {mib:5.1} MiB",
             began.elapsed().as_secs_f64()
         );
+        if flag("--contexts") {
+            print_contexts(&shop, &mut writer, worker);
+        }
         figures.push((done, mib));
     }
     assert_eq!(shop.worker_pid(), worker, "the same worker throughout");
@@ -252,6 +257,52 @@ fn memory(transport: Transport, passes: i64) {
         .find(|l| l.contains("a pass failed"))
     {
         println!("  the first failure: {first}");
+    }
+}
+
+/// The worker's memory contexts as PostgreSQL logs them, and their grand
+/// total: those of levels 0 and 1 by name, every deeper one summed by name
+/// as level 2, each of at least 32 kB. Where memory that grows is held,
+/// or, when the total stays flat while the worker's memory grows, that it
+/// is held outside them.
+fn print_contexts(shop: &WorkerShop, sql: &mut postgres::Client, worker: i32) {
+    let before = shop.cluster.log().len();
+    sql.execute("SELECT pg_log_backend_memory_contexts($1)", &[&worker])
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let log = shop.cluster.log();
+    let mut sums: std::collections::BTreeMap<(u32, String), (u64, u32)> = Default::default();
+    for line in log.get(before..).unwrap_or("").lines() {
+        if line.contains("Grand total") {
+            println!("      {line}");
+        }
+        // "... level: 2; CachedPlan: 4096 total in 3 blocks; ..."
+        let Some((_, rest)) = line.split_once("level: ") else {
+            continue;
+        };
+        let Some((level, rest)) = rest.split_once("; ") else {
+            continue;
+        };
+        let Some((name, rest)) = rest.split_once(": ") else {
+            continue;
+        };
+        let bytes = rest
+            .split_whitespace()
+            .next()
+            .and_then(|b| b.parse::<u64>().ok());
+        if let (Ok(level), Some(bytes)) = (level.parse::<u32>(), bytes) {
+            let sum = sums.entry((level.min(2), name.to_owned())).or_default();
+            sum.0 += bytes;
+            sum.1 += 1;
+        }
+    }
+    for ((level, name), (bytes, count)) in sums {
+        if bytes >= 32 << 10 {
+            println!(
+                "      level {level} {name}: {:.2} MiB in {count}",
+                bytes as f64 / (1 << 20) as f64
+            );
+        }
     }
 }
 
