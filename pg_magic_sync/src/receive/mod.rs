@@ -33,10 +33,10 @@ pub mod digests;
 pub mod backlogs;
 pub mod answer;
 
-use magic_sync_proto::wire::Up;
-use magic_sync_proto::{LARGEST_NUMBER, PROTOCOL};
 use std::cell::OnceCell;
 
+use magic_sync_proto::wire::Up;
+use magic_sync_proto::{LARGEST_NUMBER, PROTOCOL};
 use prost::Message;
 use serde_json::{json, Value};
 use uuid::Uuid;
