@@ -139,9 +139,9 @@ fn commit_to_applied(
     let (mut shop, fleet) = shop_with_fleet(transport, 100, registers, options);
     let failed = shop.failed_passes();
     let began = Instant::now();
-    let cpu_before = cpu_ms();
+    let cpu_before = cpu_now();
     let latencies = changes_applied(&mut shop, &fleet, changes, spacing, Duration::from_secs(1));
-    let cpu_after = cpu_ms();
+    let cpu_after = cpu_now();
     let took = began.elapsed();
     let failed = shop.failed_passes() - failed;
     let mut samples = Vec::new();
@@ -181,9 +181,9 @@ fn commit_to_applied(
     // What the registers (this process) and the server (every postgres
     // process) spent per message applied, on the machine's cores together.
     let messages = (changes * registers) as f64;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let registers_ms = (cpu_after.0 - cpu_before.0) / messages;
-    let server_ms = (cpu_after.1 - cpu_before.1) / messages;
+    let cores = cores();
+    let registers_ms = (cpu_after.here - cpu_before.here) / messages;
+    let server_ms = (cpu_after.server - cpu_before.server) / messages;
     println!(
         "        CPU per message applied: the registers {registers_ms:.3} ms, the server \
          {server_ms:.3} ms; a change to every register costs {:.1} ms of the {cores} cores' time",
@@ -339,9 +339,9 @@ struct Cpu {
     machine: f64,
 }
 
-fn cpu_ms() -> (f64, f64) {
-    let cpu = cpu_now();
-    (cpu.here, cpu.server)
+/// The machine's cores.
+fn cores() -> f64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
 }
 
 fn cpu_now() -> Cpu {
@@ -473,7 +473,7 @@ fn print_cpu_per_change(before: Cpu, after: Cpu, writes: u64, seconds: f64) {
     let relay = after.relay - before.relay;
     let rest_of_server = after.server - before.server - relay;
     let here = after.here - before.here;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let cores = cores();
     let busy = (after.machine - before.machine) / (seconds * 1000.0 * cores);
     println!(
         "        CPU per change written: the relay {:.0} µs (on CPU {:.0}% of the step), the \
