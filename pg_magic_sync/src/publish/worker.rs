@@ -486,17 +486,19 @@ fn limit_temp_buffers() {
 /// worker's scratch tables took theirs over its first ten thousand passes
 /// (0.4 MB after 100, 1 MB after 10,000); taken at once, they make its
 /// memory flat from its first pass, and growth that shows is growth.
-/// `$1`: the rows that fill that many pages (about 226 one-integer rows
-/// a page).
+/// `$1`: the rows that fill that many pages.
 const TAKE_TEMP_BUFFERS: &str = "INSERT INTO magic_sync_temp_buffers SELECT generate_series(1, $1)";
 const MAKE_TEMP_BUFFERS_TABLE: &str = "CREATE TEMPORARY TABLE magic_sync_temp_buffers (g int)";
 const DROP_TEMP_BUFFERS_TABLE: &str = "DROP TABLE magic_sync_temp_buffers";
+/// One-integer rows a page is counted for: a page holds about 226, so
+/// the rows spill past the last buffer rather than stop short of it.
+const ROWS_A_PAGE: i64 = 250;
 
 fn take_temp_buffers() -> Result<(), pgrx::spi::SpiError> {
     // SAFETY: a GUC's variable, read on the main thread.
     let pages = i64::from(unsafe { pg_sys::num_temp_buffers });
     Spi::run(MAKE_TEMP_BUFFERS_TABLE)?;
-    Spi::run_with_args(TAKE_TEMP_BUFFERS, &[(pages * 250).into()])?;
+    Spi::run_with_args(TAKE_TEMP_BUFFERS, &[(pages * ROWS_A_PAGE).into()])?;
     Spi::run(DROP_TEMP_BUFFERS_TABLE)
 }
 
