@@ -25,6 +25,9 @@ pub static UNCONFIRMED_AFTER: GucSetting<i32> = GucSetting::<i32>::new(3600);
 pub static NATS_URL: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"nats://127.0.0.1:4222"));
 pub static NATS_CREDENTIALS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static NATS_USER: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static NATS_PASSWORD_FILE: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(None);
 pub static NATS_SUBJECTS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"magic_sync"));
 pub static NATS_DOWN_STREAM: GucSetting<Option<CString>> =
@@ -186,6 +189,16 @@ fn define_nats() {
             c"magic_sync.nats_credentials",
             c"A NATS credentials file (.creds) the relay worker connects with; empty for none.",
             &NATS_CREDENTIALS,
+        ),
+        (
+            c"magic_sync.nats_user",
+            c"The NATS user the relay worker connects as, with magic_sync.nats_password_file; empty for none.",
+            &NATS_USER,
+        ),
+        (
+            c"magic_sync.nats_password_file",
+            c"A file holding the password of magic_sync.nats_user (its first line).",
+            &NATS_PASSWORD_FILE,
         ),
         (
             c"magic_sync.nats_subjects",

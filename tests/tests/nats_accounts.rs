@@ -174,3 +174,135 @@ fn a_device_may_use_its_own_subjects_and_consumer_and_no_other_devices() {
         );
     });
 }
+
+/// The relay worker itself in the book's account: it logs in as the server
+/// half's user (`magic_sync.nats_user`, the password in
+/// `magic_sync.nats_password_file`), makes the streams and the device's
+/// consumer, publishes down and files what comes up; the device, as its
+/// own user, takes its messages and sends its receipts.
+#[test]
+fn the_relay_worker_logs_in_as_the_accounts_server_user_and_serves_a_device_of_its_own_user() {
+    let a = Uuid::new_v4();
+    let password_a = password_of(a);
+    let config = nats_server::accounts_config(SERVER_PASSWORD, &[(a, password_a.as_str())]);
+    let nats = nats_server::start_with_config(&config);
+
+    // The password in a file the server's account can read, out of the
+    // settings any session may read.
+    let secrets = tempfile::tempdir().unwrap();
+    let password_file = secrets.path().join("nats-password");
+    std::fs::write(&password_file, format!("{SERVER_PASSWORD}\n")).unwrap();
+    for (path, mode) in [(secrets.path(), 0o755), (password_file.as_path(), 0o644)] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let url = format!("magic_sync.nats_url={}", nats.url());
+    let user = format!("magic_sync.nats_user={SERVER_USER}");
+    let file = format!("magic_sync.nats_password_file={}", password_file.display());
+    let mut shop = shop::Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.transport=nats",
+        "magic_sync.idle=1",
+        "magic_sync.send_timeout=2000",
+        &url,
+        &user,
+        &file,
+    ]);
+    shop.pg
+        .execute(
+            "INSERT INTO shop.registers (id, name) VALUES ($1, 'A')",
+            &[&a],
+        )
+        .unwrap();
+    shop.pg
+        .execute(
+            "INSERT INTO shop.register_state (id, register_id, note) VALUES ($1, $1, 'new')",
+            &[&a],
+        )
+        .unwrap();
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+
+    let file_a = shop.file_of(a);
+    let replica = shop::open_register(&file_a, a);
+    let mut settings = NatsSettings::new(nats.url());
+    settings.credentials = Credentials::UserPassword {
+        user: a.to_string(),
+        password: password_a,
+    };
+    // The receipts are written through another connection, which the
+    // loop hears of by looking every 200 ms.
+    let options = Options {
+        poll_every: Duration::from_millis(200),
+        ..Options::default()
+    };
+    let device = Device::start(replica, options, move |replica| {
+        Nats::new(settings, replica).unwrap()
+    });
+
+    let products = shop.products();
+    wait_until("the device to hold the server's products", || {
+        products_in(&file_a) == products
+    });
+    let sold = sell_through_own_connection(&file_a, a, &[1250, 399]);
+    wait_until("the device's receipts filed", || shop.receipts() == sold);
+    device.stop();
+    assert!(
+        !shop.cluster.log().contains("Authorization Violation"),
+        "the worker logged in"
+    );
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let began = std::time::Instant::now();
+    while !done() {
+        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The products a register's file holds: (id, name, price), sorted.
+fn products_in(file: &std::path::Path) -> Vec<(Uuid, String, i64)> {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    let mut rows: Vec<(Uuid, String, i64)> = conn
+        .prepare("SELECT id, name, price_cents FROM products")
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows.sort();
+    rows
+}
+
+/// The register's program sells through a connection of its own while its
+/// loop runs: (id, register, total) of each receipt, sorted.
+fn sell_through_own_connection(
+    file: &std::path::Path,
+    me: Uuid,
+    totals: &[i64],
+) -> Vec<(Uuid, Uuid, i64)> {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    conn.execute_batch("PRAGMA recursive_triggers = ON")
+        .unwrap();
+    let mut sold: Vec<(Uuid, Uuid, i64)> = totals
+        .iter()
+        .map(|total| {
+            let id = Uuid::new_v4();
+            conn.execute(
+                "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
+                 VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
+                rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
+            )
+            .unwrap();
+            (id, me, *total)
+        })
+        .collect();
+    sold.sort();
+    sold
+}

@@ -6,7 +6,9 @@
 use std::fmt::Display;
 
 use async_nats::jetstream::context::PublishErrorKind;
-use async_nats::jetstream::context::{CreateStreamError, CreateStreamErrorKind, PublishError};
+use async_nats::jetstream::context::{
+    CreateStreamError, CreateStreamErrorKind, GetStreamError, GetStreamErrorKind, PublishError,
+};
 use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind, PurgeError, PurgeErrorKind};
 use async_nats::jetstream::ErrorCode;
 use async_nats::{ConnectError, ConnectErrorKind};
@@ -85,12 +87,42 @@ impl TransportError {
         )
     }
 
+    pub fn of_password_file(path: &str, e: std::io::Error) -> TransportError {
+        TransportError::new(
+            false,
+            format!("nats: cannot read {path} (magic_sync.nats_password_file): {e}"),
+        )
+    }
+
+    pub fn no_password_file() -> TransportError {
+        TransportError::new(
+            false,
+            "nats: magic_sync.nats_user is set but magic_sync.nats_password_file is not".to_owned(),
+        )
+    }
+
+    pub fn two_ways_to_log_in() -> TransportError {
+        TransportError::new(
+            false,
+            "nats: set magic_sync.nats_credentials or magic_sync.nats_user, not both".to_owned(),
+        )
+    }
+
     pub fn of_stream(name: &str, e: CreateStreamError) -> TransportError {
         let transient = match e.kind() {
             CreateStreamErrorKind::TimedOut
             | CreateStreamErrorKind::JetStreamUnavailable
             | CreateStreamErrorKind::Response => true,
             CreateStreamErrorKind::JetStream(js) => transient_code(js.error_code()),
+            _ => false,
+        };
+        TransportError::new(transient, format!("nats: stream {name}: {e}"))
+    }
+
+    pub fn of_getting_stream(name: &str, e: GetStreamError) -> TransportError {
+        let transient = match e.kind() {
+            GetStreamErrorKind::Request => true,
+            GetStreamErrorKind::JetStream(js) => transient_code(js.error_code()),
             _ => false,
         };
         TransportError::new(transient, format!("nats: stream {name}: {e}"))
@@ -124,12 +156,9 @@ impl TransportError {
             PublishErrorKind::MaxPayloadExceeded
             | PublishErrorKind::WrongLastMessageId
             | PublishErrorKind::WrongLastSequence => false,
-            // JetStream answered with an error of its own, or the client
-            // could not send: a code says which.
-            PublishErrorKind::Other => match jetstream_code(&e) {
-                Some(code) => transient_code(code),
-                None => true,
-            },
+            // JetStream answered with an error of its own (its code says
+            // which), or the client failed before sending (its cause says).
+            PublishErrorKind::Other => other_publish_failure_is_transient(&e),
         };
         let stream_missing = e.kind() == PublishErrorKind::StreamNotFound;
         TransportError {
@@ -138,15 +167,101 @@ impl TransportError {
         }
     }
 
-    pub fn of_ack(e: impl Display) -> TransportError {
-        TransportError::new(true, format!("nats: acknowledging an Up: {e}"))
+    /// An acknowledgement of an Up that failed. Harmless whatever it was
+    /// (the Up comes again and is answered as filed already), but told
+    /// apart all the same: the connection or no answer in time may pass.
+    pub fn of_ack(e: async_nats::Error) -> TransportError {
+        let transient = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io.kind() == std::io::ErrorKind::TimedOut,
+            None => {
+                e.is::<async_nats::SubscribeError>() || e.is::<async_nats::client::PublishError>()
+            }
+        };
+        TransportError::new(transient, format!("nats: acknowledging an Up: {e}"))
     }
 }
 
-/// The JetStream error code a publish's failure carries, if it carries one.
-fn jetstream_code(e: &PublishError) -> Option<ErrorCode> {
-    let source = std::error::Error::source(e)?;
-    source
-        .downcast_ref::<async_nats::jetstream::Error>()
-        .map(|js| js.error_code())
+/// A publish that failed for a reason the client files under "other":
+/// JetStream's own answer (by its code), the client's semaphore of
+/// acknowledgements closed under it (the connection is being dropped: a
+/// retry connects again), or anything else, which nobody classified and
+/// so is taken as permanent (an unreadable answer, a subject refused).
+fn other_publish_failure_is_transient(e: &PublishError) -> bool {
+    let Some(source) = std::error::Error::source(e) else {
+        return false;
+    };
+    if let Some(js) = source.downcast_ref::<async_nats::jetstream::Error>() {
+        return transient_code(js.error_code());
+    }
+    source.is::<tokio::sync::AcquireError>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::jetstream::context::PublishError;
+
+    fn publish(kind: PublishErrorKind) -> TransportError {
+        TransportError::of_publish(PublishError::new(kind))
+    }
+
+    #[test]
+    fn a_publish_that_found_no_stream_or_no_answer_may_get_through_later() {
+        for kind in [
+            PublishErrorKind::StreamNotFound,
+            PublishErrorKind::TimedOut,
+            PublishErrorKind::BrokenPipe,
+            PublishErrorKind::MaxAckPending,
+        ] {
+            assert!(publish(kind).transient, "{kind:?}");
+        }
+        assert!(publish(PublishErrorKind::StreamNotFound).stream_missing);
+        assert!(!publish(PublishErrorKind::TimedOut).stream_missing);
+    }
+
+    #[test]
+    fn a_publish_the_stream_will_never_take_is_refused_for_good() {
+        for kind in [
+            PublishErrorKind::MaxPayloadExceeded,
+            PublishErrorKind::WrongLastMessageId,
+            PublishErrorKind::WrongLastSequence,
+        ] {
+            assert!(!publish(kind).transient, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_failure_nobody_classified_is_permanent() {
+        assert!(!publish(PublishErrorKind::Other).transient);
+        let unreadable = serde_json::from_str::<u8>("not a number").unwrap_err();
+        let e = PublishError::with_source(PublishErrorKind::Other, unreadable);
+        assert!(!TransportError::of_publish(e).transient);
+        let strange: async_nats::Error = Box::new(std::fmt::Error);
+        assert!(!TransportError::of_ack(strange).transient);
+    }
+
+    #[test]
+    fn jetstream_answers_are_told_apart_by_their_code() {
+        let answer = |code: u64| {
+            let js: async_nats::jetstream::Error = serde_json::from_value(serde_json::json!(
+                {"code": 503, "err_code": code, "description": "said by the server"}
+            ))
+            .unwrap();
+            TransportError::of_publish(PublishError::with_source(PublishErrorKind::Other, js))
+        };
+        assert!(answer(ErrorCode::CLUSTER_NOT_AVAILABLE.0).transient);
+        assert!(answer(ErrorCode::STORAGE_RESOURCES_EXCEEDED.0).transient);
+        assert!(!answer(ErrorCode::STREAM_NAME_EXIST.0).transient);
+    }
+
+    #[test]
+    fn an_acknowledgement_lost_to_the_network_may_get_through_later() {
+        let late: async_nats::Error = Box::new(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "no answer",
+        ));
+        assert!(TransportError::of_ack(late).transient);
+        let dropped: async_nats::Error = Box::new(std::io::Error::other("dropped"));
+        assert!(!TransportError::of_ack(dropped).transient);
+    }
 }

@@ -53,6 +53,9 @@ const UPS_IN_FLIGHT: i64 = 1024;
 pub struct Config {
     pub urls: Vec<String>,
     pub credentials: String,
+    /// A user and the file of its password, instead of a `.creds` file.
+    pub user: String,
+    pub password_file: String,
     /// The first token of every subject.
     pub prefix: String,
     pub down_stream: String,
@@ -74,6 +77,8 @@ impl Config {
                 .map(str::to_owned)
                 .collect(),
             credentials: settings::text(&settings::NATS_CREDENTIALS),
+            user: settings::text(&settings::NATS_USER),
+            password_file: settings::text(&settings::NATS_PASSWORD_FILE),
             prefix: settings::text(&settings::NATS_SUBJECTS),
             down_stream: settings::text(&settings::NATS_DOWN_STREAM),
             up_stream: settings::text(&settings::NATS_UP_STREAM),
@@ -115,14 +120,8 @@ impl Nats {
         let (jetstream, down) = runtime.block_on(async {
             let client = connect(&config).await?;
             let jetstream = jetstream::new(client);
-            let down = jetstream
-                .get_or_create_stream(down_stream(&config))
-                .await
-                .map_err(|e| TransportError::of_stream(&config.down_stream, e))?;
-            let up = jetstream
-                .get_or_create_stream(up_stream(&config))
-                .await
-                .map_err(|e| TransportError::of_stream(&config.up_stream, e))?;
+            let down = stream_as_set(&jetstream, down_stream(&config)).await?;
+            let up = stream_as_set(&jetstream, up_stream(&config)).await?;
             let consumer: consumer::PullConsumer = up
                 .get_or_create_consumer(UP_CONSUMER, up_consumer(&config))
                 .await
@@ -354,16 +353,52 @@ async fn connect(config: &Config) -> Result<async_nats::Client, TransportError> 
         .name("magic_sync relay")
         .connection_timeout(config.send_timeout)
         .request_timeout(Some(config.send_timeout));
-    if !config.credentials.is_empty() {
-        options = options
-            .credentials_file(&config.credentials)
-            .await
-            .map_err(|e| TransportError::of_credentials(&config.credentials, e))?;
+    match (config.credentials.is_empty(), config.user.is_empty()) {
+        (false, false) => return Err(TransportError::two_ways_to_log_in()),
+        (false, true) => {
+            options = options
+                .credentials_file(&config.credentials)
+                .await
+                .map_err(|e| TransportError::of_credentials(&config.credentials, e))?;
+        }
+        (true, false) => {
+            let password = password_of(&config.password_file)?;
+            options = options.user_and_password(config.user.clone(), password);
+        }
+        (true, true) => {}
     }
     options
         .connect(config.urls.clone())
         .await
         .map_err(|e| TransportError::of_connect(&config.urls, e))
+}
+
+/// The stream as the settings say, made or changed to be so: a bound or a
+/// replication factor set since it was made reaches it.
+async fn stream_as_set(
+    jetstream: &jetstream::Context,
+    config: stream::Config,
+) -> Result<stream::Stream, TransportError> {
+    let name = config.name.clone();
+    jetstream
+        .create_or_update_stream(config)
+        .await
+        .map_err(|e| TransportError::of_stream(&name, e))?;
+    jetstream
+        .get_stream(&name)
+        .await
+        .map_err(|e| TransportError::of_getting_stream(&name, e))
+}
+
+/// The first line of the password file: the secret stays out of the
+/// settings, which any session may read.
+fn password_of(file: &str) -> Result<String, TransportError> {
+    if file.is_empty() {
+        return Err(TransportError::no_password_file());
+    }
+    let text =
+        std::fs::read_to_string(file).map_err(|e| TransportError::of_password_file(file, e))?;
+    Ok(text.lines().next().unwrap_or_default().to_owned())
 }
 
 fn down_stream(config: &Config) -> stream::Config {
