@@ -15,7 +15,8 @@ RETURNS TABLE (replica uuid, id text, kind text, head bytea, body bytea, begins_
 LANGUAGE sql STABLE AS $$
     WITH waiting AS (
         SELECT DISTINCT o.replica FROM sync.outbox o
-         WHERE NOT EXISTS (SELECT 1 FROM sync.sends s
+         WHERE NOT o.published
+           AND NOT EXISTS (SELECT 1 FROM sync.sends s
                             WHERE s.replica = o.replica AND s.retry_at > now())
          LIMIT replicas_at_most
     ), due AS (
@@ -27,7 +28,7 @@ LANGUAGE sql STABLE AS $$
           FROM waiting w
           JOIN sync.replicas r ON r.id = w.replica
           CROSS JOIN LATERAL (SELECT * FROM sync.outbox o
-                               WHERE o.replica = w.replica
+                               WHERE o.replica = w.replica AND NOT o.published
                                ORDER BY o.position LIMIT messages_at_most) o
           LEFT JOIN sync.bodies b ON b.id = o.body
     )
@@ -37,12 +38,17 @@ LANGUAGE sql STABLE AS $$
      ORDER BY d.replica, d.position;
 $$;
 
--- The transport took these messages (replicas[i]'s ids[i]): they leave
--- the outbox, and a replica a send got through to waits no more.
+-- The transport took these messages (replicas[i]'s ids[i]): they are
+-- published, and stay until the replica says it applied them (a Filed,
+-- which no replica confirms, goes at once); a replica a send got through
+-- to waits no more.
 CREATE FUNCTION sync_internal.sent(replicas uuid[], ids text[]) RETURNS void
 LANGUAGE sql AS $$
     DELETE FROM sync.outbox o
      USING unnest(replicas, ids) AS s(replica, id)
+     WHERE o.replica = s.replica AND o.id = s.id AND o.kind = 'filed';
+    UPDATE sync.outbox o SET published = true
+      FROM unnest(replicas, ids) AS s(replica, id)
      WHERE o.replica = s.replica AND o.id = s.id;
     DELETE FROM sync.sends s WHERE s.replica = ANY (replicas);
 $$;
@@ -92,13 +98,15 @@ $$;
 CREATE FUNCTION sync_internal.next_send_at() RETURNS timestamptz
 LANGUAGE sql STABLE AS $$
     SELECT min(s.retry_at) FROM sync.sends s
-     WHERE EXISTS (SELECT 1 FROM sync.outbox o WHERE o.replica = s.replica);
+     WHERE EXISTS (SELECT 1 FROM sync.outbox o WHERE o.replica = s.replica AND NOT o.published);
 $$;
 
 -- The checks of what went out, every few seconds (the relay worker's):
 --   - an outbox grown past `messages_at_most` messages or `bytes_at_most`
 --     bytes behind the snapshot it begins with (a replica long away) is
---     dropped, and the replica provisioned again, with an alarm;
+--     dropped, and the replica provisioned again, with an alarm; published
+--     messages count until the replica applied them, since a transport
+--     that holds them (a stream) holds them for the same replica away;
 --   - a replica that left what it was sent unconfirmed for longer than
 --     `unconfirmed_after` seconds while nothing newer went to it is
 --     provisioned again: the transport may have lost it.
@@ -144,7 +152,7 @@ BEGIN
            AND r.written_at < now() - unconfirmed_after * interval '1 second'
            AND (r.applied_epoch IS DISTINCT FROM r.epoch OR r.applied_sequence < r.last_sequence)
            AND NOT EXISTS (SELECT 1 FROM sync.outbox o
-                            WHERE o.replica = r.id AND o.kind <> 'filed')
+                            WHERE o.replica = r.id AND o.kind <> 'filed' AND NOT o.published)
         RETURNING r.id
     ), alarmed AS (
         INSERT INTO sync.alarms (replica, what)

@@ -378,9 +378,13 @@ EXCEPTION WHEN feature_not_supported THEN
 END
 $$;
 
--- The messages recorded for each replica and not yet taken by the
--- transport, in order. With the default transport this is the queue itself:
--- sync.next() hands out the head, sync.ack() removes it.
+-- The messages recorded for each replica and not yet confirmed, in order.
+-- With the default transport this is the queue itself: sync.next() hands
+-- out the head, sync.ack() removes it. With a transport the relay worker
+-- pushes to (nats), a message the transport took stays, published, until
+-- the replica says it applied it: what a replica away leaves unconfirmed
+-- is then counted against its bounds whatever the transport
+-- (sync_internal.outbox_checks()).
 CREATE TABLE sync.outbox (
     replica       uuid NOT NULL,
     -- The order messages go in: the message's sequence for a Down or an
@@ -394,6 +398,8 @@ CREATE TABLE sync.outbox (
     head          bytea NOT NULL,
     body          bigint,
     written_at    timestamptz NOT NULL DEFAULT now(),
+    -- The transport took it (nats); it goes once the replica applied it.
+    published     boolean NOT NULL DEFAULT false,
     PRIMARY KEY (replica, position),
     UNIQUE (replica, id)
 );

@@ -173,7 +173,8 @@ LANGUAGE sql STABLE AS $$
                count(*) FILTER (WHERE i.waiting) AS wait
         FROM sync.inbox i GROUP BY i.replica
     ),
-    outbox AS (SELECT o.replica, count(*) AS n FROM sync.outbox o GROUP BY o.replica),
+    outbox AS (SELECT o.replica, count(*) AS n FROM sync.outbox o
+                WHERE NOT o.published GROUP BY o.replica),
     wishes AS (
         SELECT w.replica, count(*) FILTER (WHERE w.state = 'pending') AS pending,
                jsonb_build_object(

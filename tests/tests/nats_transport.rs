@@ -2,11 +2,15 @@
 //! and `magic_sync.transport = nats`, its relay worker publishing to a real
 //! nats-server with JetStream, and registers on SQLite files running the
 //! device loop over their own consumers. No `CALL` anywhere: the worker
-//! relays, publishes, and files what comes up.
+//! relays, publishes, and files what comes up. Each fault is followed by
+//! the same check: every register holds exactly the server's products, and
+//! every receipt the registers wrote is filed once.
 
 mod common;
 #[path = "common/device.rs"]
 mod device;
+#[path = "common/nats_transport_help.rs"]
+mod help;
 #[path = "common/filing_shop.rs"]
 mod shop;
 
@@ -15,9 +19,11 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use device::{Device, PATIENCE};
+use help::{every_receipt_is_filed_once, kill_9, unfiled, until_a_new_worker, worker_pid, Receipt};
 use magic_sync_replica::transport::nats::{Nats, NatsSettings};
+use magic_sync_replica::transport::nats_subjects as subjects;
 use magic_sync_replica::transport::{Options, Status};
-use magic_sync_replica::Replica;
+use magic_sync_replica::{Received, Replica, Upload};
 use magic_sync_tests::nats::{self as nats_server, NatsServer};
 use rusqlite::Connection;
 use shop::Shop;
@@ -58,32 +64,8 @@ fn start_register(nats: &NatsServer, replica: Replica) -> Device {
     })
 }
 
-/// The products a register's file holds: (id, name, price), sorted.
-fn held(file: &Path) -> Vec<(Uuid, String, i64)> {
-    let conn = Connection::open(file).unwrap();
-    let mut rows: Vec<(Uuid, String, i64)> = conn
-        .prepare("SELECT id, name, price_cents FROM products")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
-}
-
-fn unfiled(file: &Path) -> i64 {
-    Connection::open(file)
-        .unwrap()
-        .query_row("SELECT count(*) FROM sync_notes", [], |r| r.get(0))
-        .unwrap()
-}
-
 /// The register's program writes receipts through a connection of its own.
-fn sell(file: &Path, me: Uuid, totals: &[i64]) -> Vec<(Uuid, Uuid, i64)> {
+fn sell(file: &Path, me: Uuid, totals: &[i64]) -> Vec<Receipt> {
     let conn = Connection::open(file).unwrap();
     conn.execute_batch("PRAGMA recursive_triggers = ON")
         .unwrap();
@@ -111,31 +93,21 @@ fn add_product(shop: &mut Shop, name: &str, price: i64) {
         .unwrap();
 }
 
-/// Waits until every register's file holds exactly the server's products.
+/// Waits until every register's file holds exactly the server's products:
+/// the same ids, each with the same name, price and instant.
 fn until_every_register_holds_the_servers_products(shop: &mut Shop, files: &[PathBuf]) {
-    wait_until("every register to hold the server's products", || {
-        let products = shop.products();
-        files.iter().all(|file| held(file) == products)
-    });
+    help::until_every_register_holds_exactly_the_servers_products(shop, files);
 }
 
-fn sorted(mut rows: Vec<(Uuid, Uuid, i64)>) -> Vec<(Uuid, Uuid, i64)> {
+fn sorted(mut rows: Vec<Receipt>) -> Vec<Receipt> {
     rows.sort();
     rows
 }
 
-fn worker_pid(shop: &mut Shop) -> Option<i32> {
-    shop.pg
-        .query_opt(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay' AND datname = 'shop'",
-            &[],
-        )
-        .unwrap()
-        .map(|row| row.get(0))
-}
-
+/// Messages the transport has not taken yet (one it took stays in the
+/// outbox, published, until its register applied it).
 fn outbox_count(shop: &mut Shop) -> i64 {
-    shop.count("SELECT count(*) FROM sync.outbox")
+    shop.count("SELECT count(*) FROM sync.outbox WHERE NOT published")
 }
 
 /// The shop with two registers running their loops, each holding Tea.
@@ -176,11 +148,12 @@ fn over_nats_changes_reach_every_register_and_receipts_written_offline_are_filed
     // Back, it takes what it missed and its receipts are filed, once.
     let back = start_register(&nats, shop::open_register(&files[0], ids[0]));
     until_every_register_holds_the_servers_products(&mut shop, &files);
-    wait_until("the receipts filed and the Filed applied", || {
-        unfiled(&files[0]) == 0
-    });
-    assert_eq!(shop.receipts(), sorted(sold.clone()));
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
     assert_eq!(outbox_count(&mut shop), 0, "everything left the outbox");
+    // What JetStream took stays until its register says it applied it.
+    wait_until("every message published confirmed applied", || {
+        shop.count("SELECT count(*) FROM sync.outbox") == 0
+    });
     drop(back);
     assert_eq!(shop.receipts(), sorted(sold));
 }
@@ -207,78 +180,132 @@ fn a_nats_server_stopped_and_started_again_mid_stream_loses_nothing() {
 
     nats.start_again();
     until_every_register_holds_the_servers_products(&mut shop, &files);
-    wait_until("every receipt filed", || shop.receipts().len() == 3);
-    wait_until("the Filed applied", || {
-        files.iter().all(|f| unfiled(f) == 0)
-    });
-    assert_eq!(shop.receipts(), sorted(sold));
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
+}
+
+/// Messages not yet published to each register (a Filed aside).
+fn unpublished_for(shop: &mut Shop, register: Uuid) -> i64 {
+    shop.pg
+        .query_one(
+            "SELECT count(*) FROM sync.outbox WHERE replica = $1 AND kind <> 'filed' AND NOT published",
+            &[&register],
+        )
+        .unwrap()
+        .get(0)
 }
 
 #[test]
 fn the_worker_killed_between_recording_and_publishing_publishes_once_started_again() {
     let mut nats = nats_server::start();
-    let (mut shop, _ids, files, _devices) = two_registers_holding_tea(&nats);
+    let (mut shop, ids, files, devices) = two_registers_holding_tea(&nats);
+    shop.run("SET synchronous_commit = on");
+    let mut sold = sell(&files[0], ids[0], &[150]);
+    devices[0].control.poke();
 
-    // NATS away: the pass records, and the messages wait in the outbox.
+    // NATS away: the pass records, and the messages wait in the outbox;
+    // the second register's receipts wait on it.
     nats.stop();
     add_product(&mut shop, "Cake", 400);
-    wait_until("the change recorded", || outbox_count(&mut shop) >= 2);
-    let pid = worker_pid(&mut shop).expect("the worker");
-    std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    nats.start_again();
-    wait_until("the server to come back with a new worker", || {
-        std::thread::sleep(Duration::from_millis(200));
-        let Ok(mut pg) = postgres::Client::connect(&shop.cluster.url("shop"), postgres::NoTls)
-        else {
-            return false;
-        };
-        pg.query_opt(
-            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'",
-            &[],
-        )
-        .ok()
-        .flatten()
-        .is_some_and(|row| row.get::<_, i32>(0) != pid)
+    sold.extend(sell(&files[1], ids[1], &[250, 350]));
+    devices[1].control.poke();
+    wait_until("the change recorded for both registers", || {
+        ids.iter().all(|id| unpublished_for(&mut shop, *id) > 0)
     });
-    shop.reconnect();
+    // What the pass recorded on disk, so the crash cannot take it back:
+    // the worker killed has recorded, and not published.
+    shop.run("CHECKPOINT");
+    let pid = worker_pid(&mut shop.pg).expect("the worker");
+    kill_9(pid);
+    until_a_new_worker(&mut shop, pid);
+    for id in &ids {
+        assert!(
+            unpublished_for(&mut shop, *id) > 0,
+            "what the killed worker recorded for {id} is still to publish"
+        );
+    }
+
+    // NATS back: the new worker publishes what the killed one recorded.
+    nats.start_again();
+    sold.extend(sell(&files[0], ids[0], &[450]));
+    devices[0].control.poke();
     until_every_register_holds_the_servers_products(&mut shop, &files);
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
+}
+
+/// Waits, looking often, until the worker `pid` is in a pass, and kills it
+/// there (it panics if it never sees one).
+fn kill_the_worker_in_a_pass(shop: &mut Shop, pid: i32) {
+    let began = Instant::now();
+    while !help::in_a_pass(&mut shop.pg, pid) {
+        assert!(
+            began.elapsed() < PATIENCE,
+            "waited {PATIENCE:?} to see the worker in a pass"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    kill_9(pid);
 }
 
 #[test]
 fn the_worker_killed_in_the_middle_of_a_pass_loses_nothing() {
     let nats = nats_server::start();
-    let (mut shop, _ids, files, _devices) = two_registers_holding_tea(&nats);
+    let (mut shop, ids, files, devices) = two_registers_holding_tea(&nats);
     shop.run("SET synchronous_commit = on");
-    // A pass long enough to be killed in.
+    // Receipts on their way up while it happens.
+    let mut sold = sell(&files[0], ids[0], &[100, 200]);
+    sold.extend(sell(&files[1], ids[1], &[300]));
+    for device in &devices {
+        device.control.poke();
+    }
+    let pid = worker_pid(&mut shop.pg).expect("the worker");
+    // A pass long enough to be killed in: 20,000 products for each of two
+    // registers, planned and recorded in one pass.
     shop.run(
         "INSERT INTO shop.products (id, name, price_cents) \
          SELECT gen_random_uuid(), 'Item ' || i, i FROM generate_series(1, 20000) AS i",
     );
-    std::thread::sleep(Duration::from_millis(300));
-    let pid = worker_pid(&mut shop).expect("the worker");
-    std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    wait_until("the server to come back", || {
-        std::thread::sleep(Duration::from_millis(200));
-        postgres::Client::connect(&shop.cluster.url("shop"), postgres::NoTls).is_ok()
-    });
-    shop.reconnect();
+    kill_the_worker_in_a_pass(&mut shop, pid);
+    until_a_new_worker(&mut shop, pid);
+    let log = shop.cluster.log();
+    assert!(
+        log.contains(&format!("(PID {pid}) was terminated by signal 9: Killed\n"))
+            && log.contains("Failed process was running: relay round"),
+        "the postmaster saw the worker die in its round:\n{log}"
+    );
+    // And more, once it is back.
+    shop.run("UPDATE shop.products SET price_cents = 275, updated_at = now() WHERE name = 'Tea'");
+    sold.extend(sell(&files[1], ids[1], &[400]));
+    devices[1].control.poke();
     until_every_register_holds_the_servers_products(&mut shop, &files);
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
+}
+
+/// How many messages a stream holds on `subject`.
+async fn stored_on(stream: &jetstream::stream::Stream, subject: &str) -> usize {
+    let mut info = stream.info_with_subjects(subject).await.unwrap();
+    let mut stored = 0;
+    while let Some((_, count)) = futures_util::TryStreamExt::try_next(&mut info)
+        .await
+        .unwrap()
+    {
+        stored += count;
+    }
+    stored
 }
 
 #[test]
 fn a_message_published_twice_is_stored_once_and_applied_once() {
     let nats = nats_server::start();
     let (mut shop, ids, files, mut devices) = two_registers_holding_tea(&nats);
-    // The first register away, so its next message stays in the stream.
+    // The first register away, so its next message stays in the stream;
+    // it sells meanwhile, and so does the other.
     let (replica, _) = devices.remove(0).stop();
     drop(replica);
+    let other = &devices[0];
+    let mut sold = sell(&files[0], ids[0], &[120, 130]);
     shop.run("UPDATE shop.products SET price_cents = 999, updated_at = now() WHERE name = 'Tea'");
+    sold.extend(sell(&files[1], ids[1], &[140]));
+    other.control.poke();
     until_every_register_holds_the_servers_products(&mut shop, &files[1..]);
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -286,8 +313,10 @@ fn a_message_published_twice_is_stored_once_and_applied_once() {
     runtime.block_on(async {
         let client = async_nats::connect(nats.url()).await.unwrap();
         let js = jetstream::new(client);
-        let mut stream = js.get_stream("MAGIC_SYNC_DOWN").await.unwrap();
-        let stored = stream.info().await.unwrap().state.messages;
+        let stream = js.get_stream("MAGIC_SYNC_DOWN").await.unwrap();
+        // (The other register's messages go to the same stream meanwhile.)
+        let stored = stored_on(&stream, &subject).await;
+        assert!(stored > 0, "the message waits in the stream");
         // The worker's publish whose acknowledgement was lost: it publishes
         // the message again, under the same id.
         let consumer: jetstream::consumer::PullConsumer =
@@ -319,17 +348,147 @@ fn a_message_published_twice_is_stored_once_and_applied_once() {
             .await
             .unwrap();
         assert!(again.duplicate, "stored twice");
-        assert_eq!(stream.info().await.unwrap().state.messages, stored);
+        assert_eq!(stored_on(&stream, &subject).await, stored);
     });
 
     let mut back = start_register(&nats, shop::open_register(&files[0], ids[0]));
     until_every_register_holds_the_servers_products(&mut shop, &files);
-    let applied = back
+    // Its receipts filed, and the Filed applied, before the count.
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
+    let downs_applied = back
         .drain()
         .into_iter()
-        .filter(|s| matches!(s, Status::Applied(_)))
+        .filter(|s| matches!(s, Status::Applied(Received::Applied { .. })))
         .count();
-    assert_eq!(applied, 1, "{:?}", back.history());
+    assert_eq!(downs_applied, 1, "{:?}", back.history());
+}
+
+/// Publishes an Up on `subject` as a device does, under `msg_id` when it
+/// carries rows; waits for the up stream to store it.
+fn publish_up(nats: &NatsServer, subject: String, msg_id: Option<String>, bytes: Vec<u8>) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let js = jetstream::new(client);
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(id) = msg_id {
+            headers.insert(subjects::MSG_ID, id.as_str());
+        }
+        let stored = js
+            .publish_with_headers(subject, headers, bytes.into())
+            .await
+            .expect("publishes the Up")
+            .await
+            .expect("the up stream stores it");
+        assert!(!stored.duplicate, "the Up taken for one published before");
+    });
+}
+
+/// The Up of a register's next rows, built by the replica library: every
+/// Up it offers before that one (where it stands) published as it would be.
+fn next_up_with_rows(nats: &NatsServer, replica: &mut Replica) -> Upload {
+    loop {
+        let up = replica.next_up().unwrap().expect("an Up carrying the rows");
+        if up.number().is_some() {
+            return up;
+        }
+        publish_up(
+            nats,
+            subjects::up_subject(subjects::DEFAULT_PREFIX, replica.me(), &up.lane),
+            None,
+            up.bytes.clone(),
+        );
+        replica.sent(&up).unwrap();
+    }
+}
+
+/// The origins an Up's receipts say, by receipt.
+fn origins_in(up: &Upload) -> Vec<(Uuid, Uuid)> {
+    let mut origins: Vec<(Uuid, Uuid)> = up
+        .message()
+        .tables
+        .iter()
+        .filter(|t| t.table == "receipts")
+        .flat_map(|t| &t.upserts)
+        .map(|row| {
+            let row: serde_json::Value = serde_json::from_slice(row).expect("a JSON row");
+            let uuid = |name: &str| Uuid::try_parse(row[name].as_str().expect(name)).unwrap();
+            (uuid("id"), uuid("register_id"))
+        })
+        .collect();
+    origins.sort();
+    origins
+}
+
+#[test]
+fn an_up_published_on_one_replicas_subject_is_filed_as_that_replicas_whatever_it_claims() {
+    let nats = nats_server::start();
+    let (mut shop, ids, files, mut devices) = two_registers_holding_tea(&nats);
+    let (a, b) = (ids[0], ids[1]);
+    // Register A's program stopped; its file, under its identity, holds a
+    // receipt of its own and one whose origin column says register B.
+    let (mut replica, _) = devices.remove(0).stop();
+    let own = sell(&files[0], a, &[500]);
+    let claimed = Uuid::new_v4();
+    replica
+        .connection()
+        .execute(
+            "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
+             VALUES (?1, ?2, 600, '2026-10-01T10:00:00.000000Z')",
+            rusqlite::params![claimed.as_bytes().to_vec(), b.as_bytes().to_vec()],
+        )
+        .unwrap();
+    let up = next_up_with_rows(&nats, &mut replica);
+    let mut says = vec![(own[0].0, a), (claimed, b)];
+    says.sort();
+    assert_eq!(origins_in(&up), says, "the Up claims a receipt of B's");
+
+    // Published on A's subject, as A's device does.
+    let number = up.number().expect("an upload number");
+    publish_up(
+        &nats,
+        subjects::up_subject(subjects::DEFAULT_PREFIX, a, &up.lane),
+        Some(subjects::up_msg_id(a, &up.lane, number)),
+        up.bytes.clone(),
+    );
+    replica.sent(&up).unwrap();
+    // Nothing else of A's is running: what is filed is this Up, filed.
+    wait_until("A's own receipt filed", || !shop.receipts().is_empty());
+    assert!(
+        help::answered_at(&mut shop.pg, a, number).is_some(),
+        "the Up answered as A's"
+    );
+    assert!(
+        help::answered_at(&mut shop.pg, b, number).is_none(),
+        "the Up answered as B's"
+    );
+    // Filed as the subject's replica: the origin column is the sender, and
+    // a row that names another replica there is malformed and left out
+    // (docs/src/filing.md, "The origin column"): filed neither as B's nor
+    // as A's, nor kept to be filed later.
+    assert_eq!(shop.receipts(), own, "only A's own receipt is filed");
+    let kept = shop.count("SELECT count(*) FROM sync.inbox");
+    assert_eq!(kept, 0, "a receipt kept in the inbox");
+    // Nobody reads the verdict over nats: the worker says what it left out.
+    let said = format!("row(s) of \"receipts\" in an Up of replica {}", ids[0]);
+    wait_until("the worker to log the row left out", || {
+        shop.cluster.log().contains(&said)
+    });
+
+    // The Filed goes back down to A: the row left out counts as answered,
+    // and A has nothing left to send.
+    let back = start_register(&nats, replica);
+    wait_until("the Filed applied on A", || unfiled(&files[0]) == 0);
+    let (replica, _) = back.stop();
+    let backlog = replica.progress().unwrap();
+    assert!(
+        backlog
+            .iter()
+            .all(|t| t.unsent == 0 && t.unfiled == 0 && t.set_aside == 0),
+        "{backlog:?}"
+    );
+    assert_eq!(shop.receipts(), own, "only A's own receipt is filed");
+    until_every_register_holds_the_servers_products(&mut shop, &files);
 }
 
 #[test]
@@ -366,13 +525,7 @@ fn postgresql_stopped_at_once_and_started_again_loses_nothing_over_nats() {
     sold.extend(sell(&files[1], ids[1], &[300]));
     add_product(&mut shop, "Bun", 120);
     until_every_register_holds_the_servers_products(&mut shop, &files);
-    wait_until("every receipt filed", || {
-        shop.receipts().len() == sold.len()
-    });
-    wait_until("the Filed applied", || {
-        files.iter().all(|f| unfiled(f) == 0)
-    });
-    assert_eq!(shop.receipts(), sorted(sold));
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
 }
 
 #[test]
@@ -396,4 +549,155 @@ fn a_stream_deleted_under_the_worker_is_made_again_and_nothing_is_lost() {
         "{}",
         shop.cluster.log()
     );
+}
+
+/// The relay's consumer of every replica's Ups
+/// (pg_magic_sync/src/publish/nats/mod.rs).
+const UP_CONSUMER: &str = "magic_sync_relay";
+
+/// The message ids of the Ups the up stream still holds: the ones the
+/// relay has not acknowledged (a work queue drops each once it is).
+fn ups_not_acknowledged(nats: &NatsServer) -> Vec<String> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let js = jetstream::new(client);
+        let mut stream = js.get_stream(subjects::UP_STREAM).await.unwrap();
+        let state = stream.info().await.unwrap().state.clone();
+        let mut ids = Vec::new();
+        if state.messages == 0 {
+            return ids;
+        }
+        for sequence in state.first_sequence..=state.last_sequence {
+            // A sequence acknowledged meanwhile is gone: skipped.
+            if let Ok(message) = stream.get_raw_message(sequence).await {
+                if let Some(id) = message.headers.get(subjects::MSG_ID) {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+        ids
+    })
+}
+
+/// Has the relay's consumer hand out again what it handed out and was not
+/// acknowledged after 1 s rather than its 30: JetStream's clock, not the
+/// worker's behaviour, so the test need not wait out half a minute. (By
+/// the request nats-server 2.9 takes to change a durable consumer: the
+/// client's `create_consumer` leaves one that exists as it is.)
+fn hand_out_again_sooner(nats: &NatsServer) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let js = jetstream::new(client.clone());
+        let stream = js.get_stream(subjects::UP_STREAM).await.unwrap();
+        let mut config = stream.consumer_info(UP_CONSUMER).await.unwrap().config;
+        config.ack_wait = Duration::from_secs(1);
+        let request = serde_json::json!({ "stream_name": subjects::UP_STREAM, "config": config });
+        client
+            .request(
+                format!(
+                    "$JS.API.CONSUMER.DURABLE.CREATE.{}.{UP_CONSUMER}",
+                    subjects::UP_STREAM
+                ),
+                serde_json::to_vec(&request).unwrap().into(),
+            )
+            .await
+            .expect("nats-server answers");
+        // (Its answer may still show the old config, after a restart.)
+        let now = stream.consumer_info(UP_CONSUMER).await.unwrap().config;
+        assert_eq!(
+            now.ack_wait,
+            Duration::from_secs(1),
+            "the relay's consumer takes a shorter ack_wait"
+        );
+    });
+}
+
+#[test]
+fn an_up_whose_filing_committed_before_the_worker_died_is_answered_filed_already_when_it_comes_again(
+) {
+    // The worker files an Up, the filing commits, and the worker dies before
+    // JetStream heard its acknowledgement: JetStream hands the very same
+    // stream message out again, to the worker that comes next, which must
+    // answer it as filed already (sync.answered) and file nothing twice.
+    // To land the kill in that gap, the test holds a lock the filing of a
+    // receipt waits for; while the worker waits on it, nats-server stops;
+    // the lock goes, the filing commits, and the worker is killed while
+    // nats-server is away, so its acknowledgement reaches no one (its
+    // client would otherwise send it on connecting again).
+    let mut nats = nats_server::start();
+    let (mut shop, ids, files, mut devices) = two_registers_holding_tea(&nats);
+    let a = ids[0];
+    shop.run("SET synchronous_commit = on");
+    let mut holder = shop.cluster.connect("shop");
+    let mut hold = holder.transaction().unwrap();
+    hold.batch_execute("LOCK TABLE shop.receipts IN SHARE MODE")
+        .unwrap();
+
+    let sold = sell(&files[0], a, &[1234]);
+    devices[0].control.poke();
+    let sent = devices[0].expect("the receipt's Up published", |s| {
+        matches!(
+            s,
+            Status::Sent {
+                upload: Some(_),
+                ..
+            }
+        )
+    });
+    let Status::Sent {
+        lane,
+        upload: Some(number),
+    } = sent
+    else {
+        unreachable!()
+    };
+    // Register A away from here on: nothing else of its comes meanwhile.
+    let (replica, _) = devices.remove(0).stop();
+    let pid = worker_pid(&mut shop.pg).expect("the worker");
+    wait_until("the worker filing the Up, held by the lock", || {
+        help::waits_on_a_table(&mut shop.pg, pid)
+    });
+    let msg_id = subjects::up_msg_id(a, &lane, number);
+    assert!(
+        ups_not_acknowledged(&nats).contains(&msg_id),
+        "the Up acknowledged before its filing committed"
+    );
+    nats.stop();
+    hold.commit().unwrap();
+    wait_until("the filing committed", || shop.receipts() == sold);
+    let first = help::answered_at(&mut shop.pg, a, number).expect("the Up answered");
+    // The filing on disk, so the crash cannot take it back.
+    shop.run("CHECKPOINT");
+    kill_9(pid);
+    until_a_new_worker(&mut shop, pid);
+    assert_eq!(shop.receipts(), sold, "the filing outlived the crash");
+    assert_eq!(help::answered_at(&mut shop.pg, a, number), Some(first));
+
+    nats.start_again();
+    assert!(
+        ups_not_acknowledged(&nats).contains(&msg_id),
+        "the Up filed is still unacknowledged in the stream"
+    );
+    hand_out_again_sooner(&nats);
+    wait_until("the Up handed out again, and acknowledged", || {
+        !ups_not_acknowledged(&nats).contains(&msg_id)
+    });
+    let again = help::answered_at(&mut shop.pg, a, number).expect("the Up answered");
+    assert!(again > first, "the Up that came again was answered again");
+    assert_eq!(shop.receipts(), sold, "filed once");
+
+    // A back: it takes the Filed, and has nothing left to send.
+    let back = start_register(&nats, replica);
+    every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
+    let (replica, _) = back.stop();
+    let backlog = replica.progress().unwrap();
+    assert!(
+        backlog
+            .iter()
+            .all(|t| t.unsent == 0 && t.unfiled == 0 && t.set_aside == 0),
+        "{backlog:?}"
+    );
+    until_every_register_holds_the_servers_products(&mut shop, &files);
 }

@@ -251,15 +251,41 @@ fn file_uploads(nats: &mut Nats) -> Result<(), Failure> {
 }
 
 fn file(replica: uuid::Uuid, upload: &Upload) -> Result<(), Failure> {
-    let replica = crate::spi::to_pg(replica);
-    transaction(false, || {
-        Spi::get_one_with_args::<pgrx::JsonB>(
-            FILE_UP,
-            &[replica.into(), upload.bytes.as_slice().into()],
-        )
+    let id = crate::spi::to_pg(replica);
+    let verdict = transaction(false, || {
+        Spi::get_one_with_args::<pgrx::JsonB>(FILE_UP, &[id.into(), upload.bytes.as_slice().into()])
     })?
-    .map(|_| ())
-    .map_err(|e| spi_failure(FILE_UP, e))
+    .map_err(|e| spi_failure(FILE_UP, e))?;
+    if let Some(verdict) = verdict {
+        say_what_was_not_filed(replica, &verdict.0);
+    }
+    Ok(())
+}
+
+/// Over the queue the device reads `sync.receive`'s verdict; over nats
+/// nobody does, so what it refused is logged: an Up that could not be
+/// read, and rows left out (another replica's, a catalog's), which a
+/// device should never send.
+fn say_what_was_not_filed(replica: uuid::Uuid, verdict: &serde_json::Value) {
+    if verdict["verdict"] == "malformed" {
+        pgrx::warning!(
+            "{NAME}: an Up of replica {replica} could not be read, and applied nothing: {}",
+            verdict["why"]
+        );
+    }
+    let parts = verdict["rows"].as_array().into_iter().flatten();
+    for part in parts {
+        let Some(left_out) = part["left_out"].as_array().filter(|l| !l.is_empty()) else {
+            continue;
+        };
+        pgrx::warning!(
+            "{NAME}: {} row(s) of {} in an Up of replica {replica} were left out, the first: {} ({})",
+            left_out.len(),
+            part["table"],
+            left_out[0]["key"],
+            left_out[0]["why"]
+        );
+    }
 }
 
 /// An acknowledgement lost is harmless: the Up comes again, and its

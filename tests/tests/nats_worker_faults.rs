@@ -1,0 +1,843 @@
+//! The relay worker's publishing over NATS JetStream, and the bounds of a
+//! replica's outbox, under faults: PostgreSQL with the extension preloaded
+//! and its relay worker, a real nats-server with JetStream, and registers
+//! on SQLite files running the device loop (over the queue for the byte
+//! bound, where the outbox is what a register away leaves behind). Where a
+//! fault lies between JetStream and the worker (an acknowledgement lost,
+//! answers held back), a small TCP proxy in the test stands between them
+//! (common/nats_worker_faults_help.rs); the registers talk to nats-server
+//! directly.
+
+mod common;
+#[path = "common/device.rs"]
+mod device;
+#[path = "common/nats_worker_faults_help.rs"]
+mod help;
+#[path = "common/filing_shop.rs"]
+mod shop;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, stream};
+use device::{Device, PATIENCE};
+use futures_util::StreamExt;
+use help::{nats_server_pid, Proxy, Stopped};
+use magic_sync_replica::transport::nats::{Nats, NatsSettings};
+use magic_sync_replica::transport::nats_subjects as subjects;
+use magic_sync_replica::transport::queue::Queue;
+use magic_sync_replica::transport::{Options, Status};
+use magic_sync_replica::{Received, Replica};
+use magic_sync_tests::nats::{self as nats_server, NatsServer};
+use rusqlite::Connection;
+use shop::Shop;
+use tokio::runtime::Runtime;
+use uuid::Uuid;
+
+/// The filing shop on a cluster whose relay worker publishes to the NATS
+/// server at `url`, waking every second, with these settings too.
+fn shop_over(url: &str, more: &[&str]) -> Shop {
+    let url = format!("magic_sync.nats_url={url}");
+    let mut settings = vec![
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.transport=nats",
+        "magic_sync.idle=1",
+        url.as_str(),
+    ];
+    settings.extend_from_slice(more);
+    Shop::open_with(&settings)
+}
+
+/// The filing shop whose relay worker leaves the messages in the outbox
+/// for the devices to take (the queue), with these settings too.
+fn shop_over_the_queue(more: &[&str]) -> Shop {
+    let mut settings = vec![
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=1",
+    ];
+    settings.extend_from_slice(more);
+    Shop::open_with(&settings)
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let began = Instant::now();
+    while !done() {
+        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A loop that waits for news at the transport, not by polling.
+fn options() -> Options {
+    Options {
+        poll_every: Duration::from_secs(3600),
+        ..Options::default()
+    }
+}
+
+/// A register's device program over NATS, with these settings.
+fn start_register_with(settings: NatsSettings, replica: Replica) -> Device {
+    Device::start(replica, options(), move |replica| {
+        Nats::new(settings, replica).expect("a client of NATS")
+    })
+}
+
+/// A register's device program over NATS at `url`, by the conventions.
+fn start_register(url: &str, replica: Replica) -> Device {
+    start_register_with(NatsSettings::new(url), replica)
+}
+
+/// A register's device program over the server's queue.
+fn start_queue_register(shop: &Shop, replica: Replica) -> Device {
+    let config: postgres::Config = shop.cluster.url("shop").parse().unwrap();
+    Device::start(replica, Options::default(), move |replica| {
+        Queue::new(config, replica.me())
+    })
+}
+
+/// The products a register's file holds: (id, name, price), sorted.
+fn held(file: &Path) -> Vec<(Uuid, String, i64)> {
+    let conn = Connection::open(file).unwrap();
+    let mut rows: Vec<(Uuid, String, i64)> = conn
+        .prepare("SELECT id, name, price_cents FROM products")
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows.sort();
+    rows
+}
+
+/// How many of its writes a register still waits to have filed.
+fn unfiled(file: &Path) -> i64 {
+    Connection::open(file)
+        .unwrap()
+        .query_row("SELECT count(*) FROM sync_notes", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// The register's program, its loop stopped, writes receipts through a
+/// connection of its own: (id, register, total) each.
+fn sell(file: &Path, me: Uuid, totals: &[i64]) -> Vec<(Uuid, Uuid, i64)> {
+    let conn = Connection::open(file).unwrap();
+    conn.execute_batch("PRAGMA recursive_triggers = ON")
+        .unwrap();
+    totals
+        .iter()
+        .map(|total| {
+            let id = Uuid::new_v4();
+            conn.execute(
+                "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
+                 VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
+                rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
+            )
+            .unwrap();
+            (id, me, *total)
+        })
+        .collect()
+}
+
+fn sorted(mut rows: Vec<(Uuid, Uuid, i64)>) -> Vec<(Uuid, Uuid, i64)> {
+    rows.sort();
+    rows
+}
+
+fn add_product(shop: &mut Shop, name: &str, price: i64) {
+    shop.pg
+        .execute(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, $2)",
+            &[&name, &price],
+        )
+        .unwrap();
+}
+
+fn set_price(shop: &mut Shop, name: &str, price: i64) {
+    shop.pg
+        .execute(
+            "UPDATE shop.products SET price_cents = $2, updated_at = now() WHERE name = $1",
+            &[&name, &price],
+        )
+        .unwrap();
+}
+
+/// Waits until every register's file holds exactly the server's products.
+fn until_every_register_holds_the_servers_products(shop: &mut Shop, files: &[PathBuf]) {
+    wait_until("every register to hold the server's products", || {
+        let products = shop.products();
+        files.iter().all(|file| held(file) == products)
+    });
+}
+
+/// Messages waiting in a replica's outbox for the transport to take them
+/// (over nats one it took stays, published, until the replica applied it).
+fn outbox_of(shop: &mut Shop, replica: Uuid) -> i64 {
+    shop.pg
+        .query_one(
+            "SELECT count(*) FROM sync.outbox WHERE replica = $1 AND NOT published",
+            &[&replica],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// The last message written for a replica (its chain's sequence).
+fn last_sequence(shop: &mut Shop, replica: Uuid) -> i64 {
+    shop.pg
+        .query_opt(
+            "SELECT last_sequence FROM sync.replicas WHERE id = $1",
+            &[&replica],
+        )
+        .unwrap()
+        .map_or(0, |row| row.get(0))
+}
+
+/// The snapshot last begun for a replica.
+fn snapshot_of(shop: &mut Shop, replica: Uuid) -> Option<Uuid> {
+    shop.pg
+        .query_opt(
+            "SELECT snapshot_id FROM sync.replicas WHERE id = $1",
+            &[&replica],
+        )
+        .unwrap()
+        .and_then(|row| row.get(0))
+}
+
+fn alarms_of(shop: &mut Shop, replica: Uuid) -> Vec<String> {
+    shop.pg
+        .query(
+            "SELECT what FROM sync.alarms WHERE replica = $1 ORDER BY id",
+            &[&replica],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect()
+}
+
+/// A running register's statuses until its file holds the server's
+/// products and its loop waits for news; answers every status it reported.
+fn statuses_until_settled(shop: &mut Shop, device: &mut Device, file: &Path) -> Vec<Status> {
+    let mut seen = Vec::new();
+    wait_until(
+        "the register to settle, holding the server's products",
+        || {
+            seen.extend(device.drain());
+            matches!(seen.last(), Some(Status::Waiting { .. })) && held(file) == shop.products()
+        },
+    );
+    seen
+}
+
+/// The `Nats-Msg-Id` of each message a stream holds on `subject`, in order.
+async fn ids_stored(js: &jetstream::Context, stream: &str, subject: &str) -> Vec<String> {
+    let mut stream = js.get_stream(stream).await.expect("the stream");
+    let state = stream.info().await.unwrap().state.clone();
+    let mut ids = Vec::new();
+    if state.messages == 0 {
+        return ids;
+    }
+    for sequence in state.first_sequence..=state.last_sequence {
+        // A sequence whose message was taken or dropped answers none.
+        let Ok(message) = stream.get_raw_message(sequence).await else {
+            continue;
+        };
+        if message.subject.as_str() != subject {
+            continue;
+        }
+        let id = message
+            .headers
+            .get(subjects::MSG_ID)
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        ids.push(id);
+    }
+    ids
+}
+
+async fn jetstream_at(url: &str) -> jetstream::Context {
+    jetstream::new(async_nats::connect(url).await.expect("connects to NATS"))
+}
+
+#[test]
+fn the_worker_makes_a_file_stream_and_one_consumer_per_replica_that_holds_one_message_at_a_time() {
+    let nats = nats_server::start();
+    let mut shop = shop_over(
+        &nats.url(),
+        &[
+            "magic_sync.nats_subjects=till",
+            "magic_sync.nats_down_stream=TILL_DOWN",
+            "magic_sync.nats_up_stream=TILL_UP",
+            "magic_sync.nats_replicas=1",
+        ],
+    );
+    let ids = vec![shop.add_register("R1"), shop.add_register("R2")];
+    let files: Vec<PathBuf> = ids.iter().map(|id| shop.file_of(*id)).collect();
+    let _devices: Vec<Device> = ids
+        .iter()
+        .zip(&files)
+        .map(|(id, file)| {
+            let settings = NatsSettings {
+                prefix: "till".to_owned(),
+                down_stream: "TILL_DOWN".to_owned(),
+                ..NatsSettings::new(nats.url())
+            };
+            start_register_with(settings, shop::open_register(file, *id))
+        })
+        .collect();
+    add_product(&mut shop, "Tea", 250);
+    until_every_register_holds_the_servers_products(&mut shop, &files);
+
+    Runtime::new().unwrap().block_on(async {
+        let js = jetstream_at(&nats.url()).await;
+        for (name, subjects) in [("TILL_DOWN", "till.down.*"), ("TILL_UP", "till.up.>")] {
+            let mut made = js
+                .get_stream(name)
+                .await
+                .expect("the stream, by its given name");
+            let config = &made.info().await.unwrap().config;
+            assert_eq!(config.name, name);
+            assert_eq!(config.storage, stream::StorageType::File, "{name}");
+            assert_eq!(config.num_replicas, 1, "{name}");
+            assert_eq!(config.subjects, vec![subjects.to_owned()], "{name}");
+        }
+        for default in [subjects::DOWN_STREAM, subjects::UP_STREAM] {
+            assert!(
+                js.get_stream(default).await.is_err(),
+                "the stream {default} was made though the settings name others"
+            );
+        }
+
+        let down = js.get_stream("TILL_DOWN").await.unwrap();
+        let mut names: Vec<String> = down
+            .consumer_names()
+            .map(|name| name.expect("a consumer's name"))
+            .collect()
+            .await;
+        names.sort();
+        let mut expected: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+        expected.sort();
+        assert_eq!(names, expected, "one consumer per replica, named as it");
+        for id in &ids {
+            let info = down.consumer_info(id.to_string()).await.unwrap();
+            let config = &info.config;
+            assert_eq!(
+                config.durable_name.as_deref(),
+                Some(id.to_string().as_str())
+            );
+            assert_eq!(config.deliver_subject, None, "a pull consumer");
+            assert_eq!(config.ack_policy, consumer::AckPolicy::Explicit);
+            assert_eq!(config.max_ack_pending, 1);
+            assert_eq!(config.filter_subject, format!("till.down.{id}"));
+        }
+    });
+}
+
+#[test]
+fn a_publish_whose_acknowledgement_is_lost_is_sent_again_stored_once_and_applied_once() {
+    let nats = nats_server::start();
+    let proxy = Proxy::start(nats.port(), subjects::DEFAULT_PREFIX);
+    let mut shop = shop_over(&proxy.url(), &["magic_sync.send_timeout=2000"]);
+    let id = shop.add_register("R1");
+    let file = shop.file_of(id);
+    let device = start_register(&nats.url(), shop::open_register(&file, id));
+    add_product(&mut shop, "Tea", 250);
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+
+    // The register away, so what the worker publishes stays in the stream.
+    let (replica, _) = device.stop();
+    drop(replica);
+    let subject = subjects::down_subject(subjects::DEFAULT_PREFIX, id);
+    proxy.lose_the_next_answer_to(&subject);
+    set_price(&mut shop, "Tea", 300);
+    wait_until("JetStream's answer to the publish lost", || {
+        !proxy.lost().is_empty()
+    });
+    let lost = proxy.lost()[0].clone();
+    wait_until("the worker to publish it again and hear the answer", || {
+        proxy.times_published(&lost) >= 2 && outbox_of(&mut shop, id) == 0
+    });
+    assert!(
+        shop.cluster
+            .log()
+            .contains("no answer in time, publishing (magic_sync.send_timeout)"),
+        "the worker did not take the lost answer for a send unanswered in time"
+    );
+
+    let stored = Runtime::new().unwrap().block_on(async {
+        ids_stored(
+            &jetstream_at(&nats.url()).await,
+            subjects::DOWN_STREAM,
+            &subject,
+        )
+        .await
+    });
+    assert_eq!(
+        stored.iter().filter(|stored| **stored == lost).count(),
+        1,
+        "the message published twice is stored once: {stored:?}"
+    );
+    let mut distinct = stored.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), stored.len(), "{stored:?}");
+
+    // Back, the register applies each message stored once, none again.
+    let mut back = start_register(&nats.url(), shop::open_register(&file, id));
+    let seen = statuses_until_settled(&mut shop, &mut back, &file);
+    let applied = seen
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Status::Applied(Received::Applied { .. } | Received::Ended { .. })
+            )
+        })
+        .count();
+    let again = seen
+        .iter()
+        .filter(|s| matches!(s, Status::Applied(Received::Already { .. })))
+        .count();
+    assert_eq!(applied, stored.len(), "{:?}", back.history());
+    assert_eq!(again, 0, "a message applied twice: {:?}", back.history());
+    assert_eq!(held(&file)[0].2, 300);
+    wait_until("the register's report of what it applied", || {
+        let row = shop
+            .pg
+            .query_one(
+                "SELECT applied_sequence, last_sequence FROM sync.replicas WHERE id = $1",
+                &[&id],
+            )
+            .unwrap();
+        row.get::<_, i64>(0) == row.get::<_, i64>(1)
+    });
+    assert_eq!(outbox_of(&mut shop, id), 0, "everything left the outbox");
+}
+
+/// A register over NATS that stayed away while more messages were
+/// published to it than `magic_sync.outbox_messages`, and came back: what
+/// stays of it once it holds the server's products and its receipts
+/// written while away are filed. (Fields drop in order: the register, the
+/// server, then NATS.)
+struct CameBack {
+    _register: Device,
+    shop: Shop,
+    id: Uuid,
+    _nats: NatsServer,
+}
+
+/// How many messages a replica's subject holds at most, in
+/// `away_past_the_bound_over_nats`.
+const MESSAGES_BOUND: i64 = 3;
+
+fn away_past_the_bound_over_nats() -> CameBack {
+    let nats = nats_server::start();
+    let mut shop = shop_over(
+        &nats.url(),
+        &[
+            "magic_sync.send_timeout=2000",
+            &format!("magic_sync.outbox_messages={MESSAGES_BOUND}"),
+        ],
+    );
+    let id = shop.add_register("R1");
+    let file = shop.file_of(id);
+    let device = start_register(&nats.url(), shop::open_register(&file, id));
+    add_product(&mut shop, "Tea", 250);
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let provisioned = snapshot_of(&mut shop, id);
+
+    // Away: each change is a message of its own, more than the bound.
+    let (replica, _) = device.stop();
+    drop(replica);
+    let first = last_sequence(&mut shop, id);
+    let last_price = MESSAGES_BOUND + 5;
+    for price in 1..=last_price {
+        set_price(&mut shop, "Tea", price);
+        wait_until("the change written for the register", || {
+            last_sequence(&mut shop, id) >= first + price
+        });
+    }
+    wait_until("every message published", || outbox_of(&mut shop, id) == 0);
+    let subject = subjects::down_subject(subjects::DEFAULT_PREFIX, id);
+    let stored = Runtime::new().unwrap().block_on(async {
+        ids_stored(
+            &jetstream_at(&nats.url()).await,
+            subjects::DOWN_STREAM,
+            &subject,
+        )
+        .await
+    });
+    assert!(
+        stored.len() as i64 <= MESSAGES_BOUND,
+        "the subject holds more than magic_sync.outbox_messages: {stored:?}"
+    );
+    // The server counts what JetStream holds for it until it applied it,
+    // and finds the bound passed within its checks (every second here).
+    wait_until("the bound's alarm", || !alarms_of(&mut shop, id).is_empty());
+    let sold = sell(&file, id, &[1250, 399, 75]);
+
+    // Back: it takes the snapshot that superseded what it missed, and its
+    // receipts are filed once.
+    let back = start_register(&nats.url(), shop::open_register(&file, id));
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    assert_eq!(held(&file)[0].2, last_price);
+    assert_ne!(
+        snapshot_of(&mut shop, id),
+        provisioned,
+        "not provisioned again"
+    );
+    wait_until("every receipt filed", || {
+        shop.receipts().len() == sold.len()
+    });
+    wait_until("the Filed applied", || unfiled(&file) == 0);
+    assert_eq!(shop.receipts(), sorted(sold));
+    let kept = shop.count("SELECT count(*) FROM sync.inbox");
+    assert_eq!(kept, 0, "uploads kept in the inbox");
+    CameBack {
+        _register: back,
+        shop,
+        id,
+        _nats: nats,
+    }
+}
+
+#[test]
+fn a_register_away_until_its_outbox_passes_its_bound_is_provisioned_again_over_nats() {
+    away_past_the_bound_over_nats();
+}
+
+/// The issue: "An outbox that outgrows magic_sync.outbox_messages ... is
+/// dropped and the replica provisioned again, with an alarm", whatever the
+/// transport. Over nats what JetStream took stays in the outbox, published,
+/// until the register applied it, so the bound counts it: the alarm is the
+/// server's, not a gap the register finds.
+#[test]
+fn a_register_away_past_its_bound_over_nats_raises_an_alarm_naming_the_bound() {
+    let mut came_back = away_past_the_bound_over_nats();
+    let id = came_back.id;
+    let alarms = alarms_of(&mut came_back.shop, id);
+    assert!(
+        alarms
+            .iter()
+            .any(|alarm| alarm.contains("magic_sync.outbox_messages")),
+        "no alarm names the bound: {alarms:?}"
+    );
+}
+
+/// The figure written just before `unit` in an alarm ("5 messages").
+fn figure_before(text: &str, unit: &str) -> i64 {
+    let at = text
+        .find(unit)
+        .unwrap_or_else(|| panic!("{unit:?} in {text:?}"));
+    let digits: String = text[..at]
+        .chars()
+        .rev()
+        .take_while(char::is_ascii_digit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a figure before {unit:?} in {text:?}"))
+}
+
+/// The figure written just after `name` in an alarm ("outbox_bytes 1024").
+fn figure_after(text: &str, name: &str) -> i64 {
+    let at = text
+        .find(name)
+        .unwrap_or_else(|| panic!("{name:?} in {text:?}"))
+        + name.len();
+    let digits: String = text[at..]
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a figure after {name:?} in {text:?}"))
+}
+
+/// Over the queue: there the outbox is what a register away leaves behind
+/// (with nats it drains into the stream, which bounds messages only).
+#[test]
+fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() {
+    let mut shop = shop_over_the_queue(&["magic_sync.outbox_bytes=1kB"]);
+    let id = shop.add_register("R1");
+    let file = shop.file_of(id);
+    let device = start_queue_register(&shop, shop::open_register(&file, id));
+    add_product(&mut shop, "Tea", 250);
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let provisioned = snapshot_of(&mut shop, id);
+
+    // Away: changes of a few hundred bytes each, a handful of messages in
+    // all, well under magic_sync.outbox_messages (10000), past 1 kB.
+    let (replica, _) = device.stop();
+    drop(replica);
+    let first = last_sequence(&mut shop, id);
+    for i in 1..=6_i64 {
+        shop.pg
+            .execute(
+                "UPDATE shop.products SET name = 'Tea ' || $1::bigint || repeat('.', 400), \
+                 price_cents = $1, updated_at = now() WHERE name LIKE 'Tea%'",
+                &[&i],
+            )
+            .unwrap();
+        wait_until("the change written, or the bound passed", || {
+            last_sequence(&mut shop, id) >= first + i || !alarms_of(&mut shop, id).is_empty()
+        });
+    }
+    wait_until("the alarm", || !alarms_of(&mut shop, id).is_empty());
+    let alarm = alarms_of(&mut shop, id).remove(0);
+    let (messages, bytes) = (
+        figure_before(&alarm, " messages"),
+        figure_before(&alarm, " bytes"),
+    );
+    let (messages_bound, bytes_bound) = (
+        figure_after(&alarm, "magic_sync.outbox_messages"),
+        figure_after(&alarm, "magic_sync.outbox_bytes"),
+    );
+    assert_eq!(bytes_bound, 1024, "{alarm}");
+    assert!(bytes > bytes_bound, "{alarm}");
+    assert!(messages <= messages_bound, "not the byte bound: {alarm}");
+
+    // What waits now is a snapshot of what it should hold, not the changes.
+    wait_until("the changes dropped for a snapshot", || {
+        let begins: Option<i64> = shop
+            .pg
+            .query_one(
+                "SELECT min(o.position) FROM sync.outbox o JOIN sync.replicas r ON r.id = o.replica \
+                 WHERE o.replica = $1 AND o.position = r.snapshot_sequence",
+                &[&id],
+            )
+            .unwrap()
+            .get(0);
+        let first_waiting: Option<i64> = shop
+            .pg
+            .query_one(
+                "SELECT min(position) FROM sync.outbox WHERE replica = $1",
+                &[&id],
+            )
+            .unwrap()
+            .get(0);
+        begins.is_some() && begins == first_waiting
+    });
+    assert_ne!(
+        snapshot_of(&mut shop, id),
+        provisioned,
+        "not provisioned again"
+    );
+    let sold = sell(&file, id, &[500, 610]);
+
+    let _back = start_queue_register(&shop, shop::open_register(&file, id));
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    wait_until("every receipt filed", || {
+        shop.receipts().len() == sold.len()
+    });
+    wait_until("the Filed applied", || unfiled(&file) == 0);
+    assert_eq!(shop.receipts(), sorted(sold));
+    let kept = shop.count("SELECT count(*) FROM sync.inbox");
+    assert_eq!(kept, 0, "uploads kept in the inbox");
+}
+
+/// The same bound over nats. The stream bounds each subject by messages
+/// only (`max_messages_per_subject`); the bytes a register away was sent
+/// are bounded by the server, which counts what it published until the
+/// register applied it.
+#[test]
+fn over_nats_a_register_away_past_the_byte_bound_is_provisioned_again_with_an_alarm() {
+    let nats = nats_server::start();
+    let mut shop = shop_over(
+        &nats.url(),
+        &[
+            "magic_sync.send_timeout=2000",
+            "magic_sync.outbox_bytes=1kB",
+        ],
+    );
+    let id = shop.add_register("R1");
+    let file = shop.file_of(id);
+    let device = start_register(&nats.url(), shop::open_register(&file, id));
+    add_product(&mut shop, "Tea", 250);
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let provisioned = snapshot_of(&mut shop, id);
+
+    let (replica, _) = device.stop();
+    drop(replica);
+    let first = last_sequence(&mut shop, id);
+    for i in 1..=6_i64 {
+        shop.pg
+            .execute(
+                "UPDATE shop.products SET name = 'Tea ' || $1::bigint || repeat('.', 400), \
+                 price_cents = $1, updated_at = now() WHERE name LIKE 'Tea%'",
+                &[&i],
+            )
+            .unwrap();
+        wait_until("the change written for the register", || {
+            last_sequence(&mut shop, id) >= first + i
+        });
+    }
+    wait_until("every message published", || outbox_of(&mut shop, id) == 0);
+    // The register's messages, all that the stream holds.
+    let (messages, bytes) = Runtime::new().unwrap().block_on(async {
+        let js = jetstream_at(&nats.url()).await;
+        let mut stream = js.get_stream(subjects::DOWN_STREAM).await.unwrap();
+        let state = stream.info().await.unwrap().state.clone();
+        (state.messages, state.bytes)
+    });
+    let what = format!("an alarm, the stream holding {messages} messages, {bytes} bytes for it");
+    wait_until(&what, || !alarms_of(&mut shop, id).is_empty());
+    let alarm = alarms_of(&mut shop, id).remove(0);
+    assert!(alarm.contains("magic_sync.outbox_bytes"), "{alarm}");
+    assert_ne!(
+        snapshot_of(&mut shop, id),
+        provisioned,
+        "not provisioned again"
+    );
+    let _back = start_register(&nats.url(), shop::open_register(&file, id));
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+}
+
+/// The row of `sync.sends` for a replica: failures, refusals, last error.
+fn send_failures(shop: &mut Shop, replica: Uuid) -> Option<(i32, i32, String)> {
+    shop.pg
+        .query_opt(
+            "SELECT failures, refusals, last_error FROM sync.sends WHERE replica = $1",
+            &[&replica],
+        )
+        .unwrap()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+}
+
+#[test]
+fn a_send_that_does_not_answer_in_time_is_a_transient_failure_shown_as_the_last_error() {
+    let nats = nats_server::start();
+    let mut shop = shop_over(&nats.url(), &["magic_sync.send_timeout=1000"]);
+    let id = shop.add_register("R1");
+    let file = shop.file_of(id);
+    let _device = start_register(&nats.url(), shop::open_register(&file, id));
+    add_product(&mut shop, "Tea", 250);
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    assert_eq!(send_failures(&mut shop, id), None);
+
+    // nats-server stops answering: its connections stay open, and what
+    // the worker publishes is never acknowledged.
+    let stopped = Stopped::stop(nats_server_pid(nats.port()));
+    set_price(&mut shop, "Tea", 300);
+    wait_until("a send to the register to time out", || {
+        send_failures(&mut shop, id).is_some()
+    });
+    let (failures, refusals, last_error) = send_failures(&mut shop, id).unwrap();
+    assert!(failures >= 1);
+    assert_eq!(refusals, 0, "a timeout taken for a refusal: {last_error}");
+    assert!(
+        last_error.contains("no answer in time") && last_error.contains("magic_sync.send_timeout"),
+        "{last_error}"
+    );
+    let health: serde_json::Value = shop
+        .pg
+        .query_one("SELECT sync.health()", &[])
+        .unwrap()
+        .get(0);
+    let failing = &health["failing"]["first"];
+    let shown = failing.as_array().into_iter().flatten().any(|f| {
+        f["replica"] == id.to_string()
+            && f["remedy"] == "wait"
+            && f["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("magic_sync.send_timeout"))
+    });
+    assert!(shown, "sync.health() does not show it: {health}");
+    assert_eq!(
+        health["healthy"], true,
+        "a timeout is the network's: {health}"
+    );
+
+    drop(stopped);
+    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    wait_until("sync.sends to empty", || {
+        shop.count("SELECT count(*) FROM sync.sends") == 0
+    });
+    assert_eq!(outbox_of(&mut shop, id), 0);
+}
+
+/// Sets `magic_sync.concurrency` in the server's configuration, and waits
+/// until the worker took it. A worker shows no setting, so the reload
+/// changes `magic_sync.send_timeout` too (a new `timeout`, in ms): the
+/// worker says it connects to NATS again once it read it, and it read both
+/// in the one reload.
+fn reconfigure(shop: &mut Shop, concurrency: i32, timeout: i32) {
+    const SAID: &str = "the nats settings changed: connecting again";
+    let before = shop.cluster.log().matches(SAID).count();
+    shop.run(&format!(
+        "ALTER SYSTEM SET magic_sync.concurrency = {concurrency}"
+    ));
+    shop.run(&format!(
+        "ALTER SYSTEM SET magic_sync.send_timeout = {timeout}"
+    ));
+    shop.run("SELECT pg_reload_conf()");
+    wait_until("the worker to read its configuration again", || {
+        shop.cluster.log().matches(SAID).count() > before
+    });
+}
+
+#[test]
+fn no_more_replicas_are_sent_to_at_once_than_magic_sync_concurrency_allows() {
+    const REGISTERS: usize = 8;
+    let nats = nats_server::start();
+    let proxy = Proxy::start(nats.port(), subjects::DEFAULT_PREFIX);
+    // Each answer held back a little, so that publishes that overlap
+    // overlap long enough for the proxy to see them all.
+    proxy.hold_answers(Duration::from_millis(20));
+    // Set by the server's configuration, not its command line, so that a
+    // reload changes it later.
+    let mut shop = shop_over(&proxy.url(), &[]);
+    wait_until("the worker connected to NATS", || {
+        shop.cluster.log().contains("connected to nats at")
+    });
+    reconfigure(&mut shop, 2, 5000);
+    let ids: Vec<Uuid> = (0..REGISTERS)
+        .map(|i| shop.add_register(&format!("R{i}")))
+        .collect();
+    let files: Vec<PathBuf> = ids.iter().map(|id| shop.file_of(*id)).collect();
+    let _devices: Vec<Device> = ids
+        .iter()
+        .zip(&files)
+        .map(|(id, file)| start_register(&nats.url(), shop::open_register(file, *id)))
+        .collect();
+    add_product(&mut shop, "Tea", 250);
+    add_product(&mut shop, "Cake", 400);
+    until_every_register_holds_the_servers_products(&mut shop, &files);
+    for price in [260, 270, 280] {
+        set_price(&mut shop, "Tea", price);
+        until_every_register_holds_the_servers_products(&mut shop, &files);
+    }
+    let most = proxy.most_replicas_at_once();
+    assert!(proxy.publishes() >= 4 * REGISTERS, "{}", proxy.publishes());
+    assert!(most >= 1, "no publish seen");
+    assert!(
+        most <= 2,
+        "{most} replicas were sent to at once, magic_sync.concurrency being 2"
+    );
+
+    // The proxy sees more at once when more are allowed: the bound above
+    // is the worker's, not the proxy's.
+    reconfigure(&mut shop, 8, 6000);
+    let mut most = 0;
+    for price in 300..310 {
+        set_price(&mut shop, "Tea", price);
+        until_every_register_holds_the_servers_products(&mut shop, &files);
+        most = proxy.most_replicas_at_once();
+        if most > 2 {
+            break;
+        }
+    }
+    assert!(
+        most > 2,
+        "with magic_sync.concurrency 8, no more than {most} at once"
+    );
+}
