@@ -146,3 +146,56 @@ fn a_schema_or_type_renamed_after_a_pass_is_refused_by_the_next() {
         .unwrap();
     assert_eq!(refusal(&mut shop.pg), None);
 }
+
+/// A pass plans at most `magic_sync.notes_per_pass` notes. A row with
+/// notes beyond that batch is still recorded at its newest note (read from
+/// sync.notes again), and sent as it is now; the notes beyond wait for the
+/// next pass, which finds the row up to date.
+#[test]
+fn a_batch_cut_short_records_each_row_it_plans_at_its_newest_note() {
+    let mut shop = Shop::open();
+    let a = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(a), a);
+    sync_all(&mut shop, std::slice::from_mut(&mut register));
+
+    // Notes, oldest first: Tea inserted, Jam inserted, Tea changed twice.
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250); \
+         INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Jam', 400); \
+         UPDATE shop.products SET price_cents = 260, updated_at = now() WHERE name = 'Tea'; \
+         UPDATE shop.products SET price_cents = 270, updated_at = now() WHERE name = 'Tea'",
+    );
+    let newest = |pg: &mut Client, name: &str| -> i64 {
+        pg.query_one(
+            "SELECT max(n.id) FROM sync.notes n JOIN shop.products p ON n.key = p.id::text \
+             WHERE p.name = $1",
+            &[&name],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let (tea, jam) = (newest(&mut shop.pg, "Tea"), newest(&mut shop.pg, "Jam"));
+
+    shop.run("SET magic_sync.notes_per_pass = 2");
+    let summary: serde_json::Value = shop.pg.query_one("CALL sync.relay()", &[]).unwrap().get(0);
+    assert_eq!(summary["notes"], 2, "{summary}");
+    let recorded = |pg: &mut Client, name: &str| -> i64 {
+        pg.query_one(
+            "SELECT h.note FROM sync.held h JOIN shop.products p ON h.key = p.id::text \
+             WHERE h.table_name = 'products' AND p.name = $1",
+            &[&name],
+        )
+        .unwrap()
+        .get(0)
+    };
+    assert_eq!(recorded(&mut shop.pg, "Tea"), tea, "Tea at its newest note");
+    assert_eq!(recorded(&mut shop.pg, "Jam"), jam);
+    deliver(&mut shop.pg, &mut register);
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+
+    // The rest of the batch plans Tea again, and finds nothing to send.
+    shop.run("RESET magic_sync.notes_per_pass");
+    let summary: serde_json::Value = shop.pg.query_one("CALL sync.relay()", &[]).unwrap().get(0);
+    assert_eq!(summary["notes"], 2, "{summary}");
+    assert_eq!(summary["messages"], 0, "{summary}");
+}

@@ -38,11 +38,21 @@ const READ_GROUP_NOTES: &str = "\
 
 /// A row's version is its newest note the snapshot sees, in the batch or
 /// beyond it: a replica recorded at that version lacks none of its changes.
+/// For a batch cut short, so read again from sync.notes, with no nested
+/// loops: that table is emptied by every pass, and its statistics, taken
+/// while it was empty, make a nested loop look cheap where it is quadratic
+/// (10,000 notes: 6 s instead of a few milliseconds).
 const CHANGED_ROWS: &str = "\
     INSERT INTO sync_pass_changed (table_name, key, note) \
     SELECT n.table_name, n.key, max(n.id) AS note FROM sync.notes n \
     WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key) \
     GROUP BY n.table_name, n.key";
+
+/// The same when the batch holds every note the snapshot sees (fewer than
+/// a batch were read): every row's newest note is in it.
+const CHANGED_ROWS_OF_WHOLE_BATCH: &str = "\
+    INSERT INTO sync_pass_changed (table_name, key, note) \
+    SELECT table_name, key, max(id) FROM sync_pass_notes GROUP BY table_name, key";
 
 const TOUCHED: &str = "\
     INSERT INTO sync_pass_touched (replica, table_name, key) \
@@ -93,8 +103,10 @@ pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> Planne
     let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into()]);
     let group_notes = spi::run_counting(READ_GROUP_NOTES, &[notes_per_pass.into()]);
     // What the notes touch; with none read, sync.notes is empty too.
-    if notes > 0 {
-        spi::run(CHANGED_ROWS);
+    if notes > 0 && (notes as i64) < notes_per_pass {
+        spi::run(CHANGED_ROWS_OF_WHOLE_BATCH);
+    } else if notes > 0 {
+        spi::run_without_nested_loops(CHANGED_ROWS);
     }
     if notes + group_notes > 0 {
         spi::run(TOUCHED);
