@@ -23,7 +23,7 @@
 //! A,B` (the loops' `report_after`, each in turn; the default alone unless
 //! given) for commit to applied;
 //! `--rates 1000,2000,5000,...` (stepped up until the registers fall
-//! behind), `--step-seconds N` (20; 60 for the minute the target says),
+//! behind), `--step-seconds N` (60: the minute the target says),
 //! `--writers N` (4), `--rate-registers N` (10), `--products N` (100000)
 //! and `--lag-bound-ms N` (2000) for the sustained rate, and
 //! `--ceiling-seconds N` (5; 0: none) for the writers unpaced after its
@@ -422,7 +422,7 @@ fn rate_part(transports: &[Transport]) {
         .map(|r| r.trim().parse().expect("--rates lists rates per second"))
         .collect();
     let step = Step {
-        seconds: arg::<u64>("--step-seconds", 20),
+        seconds: arg::<u64>("--step-seconds", 60),
         writers: arg::<usize>("--writers", 4),
         lag_bound: Duration::from_millis(arg::<u64>("--lag-bound-ms", 2000)),
     };
