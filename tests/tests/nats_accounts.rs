@@ -8,6 +8,10 @@ mod common;
 mod chain;
 #[path = "common/device.rs"]
 mod device;
+#[path = "common/nats_shop.rs"]
+mod nats_shop;
+#[path = "common/register_files.rs"]
+mod register_files;
 #[path = "common/filing_shop.rs"]
 mod shop;
 
@@ -17,11 +21,15 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer};
 use async_nats::{ConnectOptions, Event, ServerError};
 use chain::Chain;
-use device::{Device, PATIENCE};
-use magic_sync_replica::transport::nats::{Credentials, Nats, NatsSettings};
+use device::{wait_until, PATIENCE};
+use magic_sync_replica::transport::nats::{Credentials, NatsSettings};
 use magic_sync_replica::transport::nats_subjects as subjects;
 use magic_sync_replica::transport::{Options, Status};
 use magic_sync_tests::nats::{self as nats_server, SERVER_USER};
+use nats_shop::{shop_over, start_register_over, SEND_TIMEOUT};
+use register_files::{
+    sell_through_its_own_connection, until_every_register_holds_the_servers_products,
+};
 use tokio::runtime::Runtime;
 use uuid::Uuid;
 
@@ -159,9 +167,7 @@ fn a_device_may_use_its_own_subjects_and_consumer_and_no_other_devices() {
         user: a.to_string(),
         password: password_a.clone(),
     };
-    let mut device = Device::start(replica, Options::default(), move |replica| {
-        Nats::new(settings, replica).unwrap()
-    });
+    let mut device = start_register_over(settings, Options::default(), replica);
     device.expect("A's message applied", |s| matches!(s, Status::Applied(_)));
     device.expect("A's Up sent", |s| matches!(s, Status::Sent { .. }));
     device.stop();
@@ -196,19 +202,9 @@ fn the_relay_worker_logs_in_as_the_accounts_server_user_and_serves_a_device_of_i
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
-    let url = format!("magic_sync.nats_url={}", nats.url());
     let user = format!("magic_sync.nats_user={SERVER_USER}");
     let file = format!("magic_sync.nats_password_file={}", password_file.display());
-    let mut shop = shop::Shop::open_with(&[
-        "shared_preload_libraries=magic_sync",
-        "magic_sync.database=shop",
-        "magic_sync.transport=nats",
-        "magic_sync.idle=1",
-        "magic_sync.send_timeout=2000",
-        &url,
-        &user,
-        &file,
-    ]);
+    let mut shop = shop_over(&nats.url(), &[SEND_TIMEOUT, &user, &file]);
     shop.pg
         .execute(
             "INSERT INTO shop.registers (id, name) VALUES ($1, 'A')",
@@ -238,71 +234,14 @@ fn the_relay_worker_logs_in_as_the_accounts_server_user_and_serves_a_device_of_i
         poll_every: Duration::from_millis(200),
         ..Options::default()
     };
-    let device = Device::start(replica, options, move |replica| {
-        Nats::new(settings, replica).unwrap()
-    });
+    let device = start_register_over(settings, options, replica);
 
-    let products = shop.products();
-    wait_until("the device to hold the server's products", || {
-        products_in(&file_a) == products
-    });
-    let sold = sell_through_own_connection(&file_a, a, &[1250, 399]);
+    until_every_register_holds_the_servers_products(&mut shop, &[&file_a]);
+    let sold = sell_through_its_own_connection(&file_a, a, &[1250, 399]);
     wait_until("the device's receipts filed", || shop.receipts() == sold);
     device.stop();
     assert!(
         !shop.cluster.log().contains("Authorization Violation"),
         "the worker logged in"
     );
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let began = std::time::Instant::now();
-    while !done() {
-        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The products a register's file holds: (id, name, price), sorted.
-fn products_in(file: &std::path::Path) -> Vec<(Uuid, String, i64)> {
-    let conn = rusqlite::Connection::open(file).unwrap();
-    let mut rows: Vec<(Uuid, String, i64)> = conn
-        .prepare("SELECT id, name, price_cents FROM products")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
-}
-
-/// The register's program sells through a connection of its own while its
-/// loop runs: (id, register, total) of each receipt, sorted.
-fn sell_through_own_connection(
-    file: &std::path::Path,
-    me: Uuid,
-    totals: &[i64],
-) -> Vec<(Uuid, Uuid, i64)> {
-    let conn = rusqlite::Connection::open(file).unwrap();
-    conn.execute_batch("PRAGMA recursive_triggers = ON")
-        .unwrap();
-    let mut sold: Vec<(Uuid, Uuid, i64)> = totals
-        .iter()
-        .map(|total| {
-            let id = Uuid::new_v4();
-            conn.execute(
-                "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
-                 VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
-                rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
-            )
-            .unwrap();
-            (id, me, *total)
-        })
-        .collect();
-    sold.sort();
-    sold
 }

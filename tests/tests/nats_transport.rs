@@ -11,98 +11,29 @@ mod common;
 mod device;
 #[path = "common/nats_transport_help.rs"]
 mod help;
+#[path = "common/nats_shop.rs"]
+mod nats_shop;
+#[path = "common/register_files.rs"]
+mod register_files;
 #[path = "common/filing_shop.rs"]
 mod shop;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use device::{Device, PATIENCE};
-use help::{every_receipt_is_filed_once, kill_9, unfiled, until_a_new_worker, worker_pid, Receipt};
-use magic_sync_replica::transport::nats::{Nats, NatsSettings};
+use device::{wait_until, Device, PATIENCE};
+use help::{every_receipt_is_filed_once, kill_9, until_a_new_worker, worker_pid};
 use magic_sync_replica::transport::nats_subjects as subjects;
-use magic_sync_replica::transport::{Options, Status};
+use magic_sync_replica::transport::Status;
 use magic_sync_replica::{Received, Replica, Upload};
 use magic_sync_tests::nats::{self as nats_server, NatsServer};
-use rusqlite::Connection;
+use nats_shop::{shop_over, start_register, SEND_TIMEOUT};
+use register_files::{
+    sell_through_its_own_connection, unfiled, until_every_register_holds_the_servers_products,
+};
 use shop::Shop;
 use uuid::Uuid;
-
-/// The filing shop on a cluster whose relay worker publishes to `nats`.
-fn shop_over(nats: &NatsServer, more: &[&str]) -> Shop {
-    let url = format!("magic_sync.nats_url={}", nats.url());
-    let mut settings = vec![
-        "shared_preload_libraries=magic_sync",
-        "magic_sync.database=shop",
-        "magic_sync.transport=nats",
-        "magic_sync.idle=1",
-        "magic_sync.send_timeout=2000",
-        url.as_str(),
-    ];
-    settings.extend_from_slice(more);
-    Shop::open_with(&settings)
-}
-
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let began = Instant::now();
-    while !done() {
-        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A register's device program: its loop over its own consumer.
-fn start_register(nats: &NatsServer, replica: Replica) -> Device {
-    let settings = NatsSettings::new(nats.url());
-    let options = Options {
-        poll_every: Duration::from_secs(3600),
-        ..Options::default()
-    };
-    Device::start(replica, options, move |replica| {
-        Nats::new(settings, replica).expect("a client of NATS")
-    })
-}
-
-/// The register's program writes receipts through a connection of its own.
-fn sell(file: &Path, me: Uuid, totals: &[i64]) -> Vec<Receipt> {
-    let conn = Connection::open(file).unwrap();
-    conn.execute_batch("PRAGMA recursive_triggers = ON")
-        .unwrap();
-    totals
-        .iter()
-        .map(|total| {
-            let id = Uuid::new_v4();
-            conn.execute(
-                "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
-                 VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
-                rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
-            )
-            .unwrap();
-            (id, me, *total)
-        })
-        .collect()
-}
-
-fn add_product(shop: &mut Shop, name: &str, price: i64) {
-    shop.pg
-        .execute(
-            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, $2)",
-            &[&name, &price],
-        )
-        .unwrap();
-}
-
-/// Waits until every register's file holds exactly the server's products:
-/// the same ids, each with the same name, price and instant.
-fn until_every_register_holds_the_servers_products(shop: &mut Shop, files: &[PathBuf]) {
-    help::until_every_register_holds_exactly_the_servers_products(shop, files);
-}
-
-fn sorted(mut rows: Vec<Receipt>) -> Vec<Receipt> {
-    rows.sort();
-    rows
-}
 
 /// Messages the transport has not taken yet (one it took stays in the
 /// outbox, published, until its register applied it).
@@ -112,15 +43,15 @@ fn outbox_count(shop: &mut Shop) -> i64 {
 
 /// The shop with two registers running their loops, each holding Tea.
 fn two_registers_holding_tea(nats: &NatsServer) -> (Shop, Vec<Uuid>, Vec<PathBuf>, Vec<Device>) {
-    let mut shop = shop_over(nats, &[]);
+    let mut shop = shop_over(&nats.url(), &[SEND_TIMEOUT]);
     let ids = vec![shop.add_register("R1"), shop.add_register("R2")];
     let files: Vec<PathBuf> = ids.iter().map(|id| shop.file_of(*id)).collect();
     let devices = ids
         .iter()
         .zip(&files)
-        .map(|(id, file)| start_register(nats, shop::open_register(file, *id)))
+        .map(|(id, file)| start_register(&nats.url(), shop::open_register(file, *id)))
         .collect();
-    add_product(&mut shop, "Tea", 250);
+    shop.add_product("Tea", 250);
     until_every_register_holds_the_servers_products(&mut shop, &files);
     (shop, ids, files, devices)
 }
@@ -140,13 +71,13 @@ fn over_nats_changes_reach_every_register_and_receipts_written_offline_are_filed
     let away = devices.remove(0);
     let (replica, _) = away.stop();
     drop(replica);
-    let sold = sell(&files[0], ids[0], &[1250, 399]);
-    add_product(&mut shop, "Cake", 400);
+    let sold = sell_through_its_own_connection(&files[0], ids[0], &[1250, 399]);
+    shop.add_product("Cake", 400);
     until_every_register_holds_the_servers_products(&mut shop, &files[1..]);
     assert!(shop.receipts().is_empty());
 
     // Back, it takes what it missed and its receipts are filed, once.
-    let back = start_register(&nats, shop::open_register(&files[0], ids[0]));
+    let back = start_register(&nats.url(), shop::open_register(&files[0], ids[0]));
     until_every_register_holds_the_servers_products(&mut shop, &files);
     every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
     assert_eq!(outbox_count(&mut shop), 0, "everything left the outbox");
@@ -155,7 +86,7 @@ fn over_nats_changes_reach_every_register_and_receipts_written_offline_are_filed
         shop.count("SELECT count(*) FROM sync.outbox") == 0
     });
     drop(back);
-    assert_eq!(shop.receipts(), sorted(sold));
+    assert_eq!(shop.receipts(), sold);
 }
 
 #[test]
@@ -170,10 +101,14 @@ fn a_nats_server_stopped_and_started_again_mid_stream_loses_nothing() {
         shop.run(&format!(
             "UPDATE shop.products SET price_cents = {price}, updated_at = now() WHERE name = 'Tea'"
         ));
-        add_product(&mut shop, &format!("Bun {i}"), 100 + i as i64);
+        shop.add_product(&format!("Bun {i}"), 100 + i as i64);
     }
-    let mut sold = sell(&files[0], ids[0], &[500]);
-    sold.extend(sell(&files[1], ids[1], &[600, 700]));
+    let mut sold = sell_through_its_own_connection(&files[0], ids[0], &[500]);
+    sold.extend(sell_through_its_own_connection(
+        &files[1],
+        ids[1],
+        &[600, 700],
+    ));
     wait_until("the worker to record the changes", || {
         outbox_count(&mut shop) >= 2
     });
@@ -199,14 +134,18 @@ fn the_worker_killed_between_recording_and_publishing_publishes_once_started_aga
     let mut nats = nats_server::start();
     let (mut shop, ids, files, devices) = two_registers_holding_tea(&nats);
     shop.run("SET synchronous_commit = on");
-    let mut sold = sell(&files[0], ids[0], &[150]);
+    let mut sold = sell_through_its_own_connection(&files[0], ids[0], &[150]);
     devices[0].control.poke();
 
     // NATS away: the pass records, and the messages wait in the outbox;
     // the second register's receipts wait on it.
     nats.stop();
-    add_product(&mut shop, "Cake", 400);
-    sold.extend(sell(&files[1], ids[1], &[250, 350]));
+    shop.add_product("Cake", 400);
+    sold.extend(sell_through_its_own_connection(
+        &files[1],
+        ids[1],
+        &[250, 350],
+    ));
     devices[1].control.poke();
     wait_until("the change recorded for both registers", || {
         ids.iter().all(|id| unpublished_for(&mut shop, *id) > 0)
@@ -226,7 +165,7 @@ fn the_worker_killed_between_recording_and_publishing_publishes_once_started_aga
 
     // NATS back: the new worker publishes what the killed one recorded.
     nats.start_again();
-    sold.extend(sell(&files[0], ids[0], &[450]));
+    sold.extend(sell_through_its_own_connection(&files[0], ids[0], &[450]));
     devices[0].control.poke();
     until_every_register_holds_the_servers_products(&mut shop, &files);
     every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
@@ -252,8 +191,8 @@ fn the_worker_killed_in_the_middle_of_a_pass_loses_nothing() {
     let (mut shop, ids, files, devices) = two_registers_holding_tea(&nats);
     shop.run("SET synchronous_commit = on");
     // Receipts on their way up while it happens.
-    let mut sold = sell(&files[0], ids[0], &[100, 200]);
-    sold.extend(sell(&files[1], ids[1], &[300]));
+    let mut sold = sell_through_its_own_connection(&files[0], ids[0], &[100, 200]);
+    sold.extend(sell_through_its_own_connection(&files[1], ids[1], &[300]));
     for device in &devices {
         device.control.poke();
     }
@@ -274,7 +213,7 @@ fn the_worker_killed_in_the_middle_of_a_pass_loses_nothing() {
     );
     // And more, once it is back.
     shop.run("UPDATE shop.products SET price_cents = 275, updated_at = now() WHERE name = 'Tea'");
-    sold.extend(sell(&files[1], ids[1], &[400]));
+    sold.extend(sell_through_its_own_connection(&files[1], ids[1], &[400]));
     devices[1].control.poke();
     until_every_register_holds_the_servers_products(&mut shop, &files);
     every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
@@ -302,9 +241,9 @@ fn a_message_published_twice_is_stored_once_and_applied_once() {
     let (replica, _) = devices.remove(0).stop();
     drop(replica);
     let other = &devices[0];
-    let mut sold = sell(&files[0], ids[0], &[120, 130]);
+    let mut sold = sell_through_its_own_connection(&files[0], ids[0], &[120, 130]);
     shop.run("UPDATE shop.products SET price_cents = 999, updated_at = now() WHERE name = 'Tea'");
-    sold.extend(sell(&files[1], ids[1], &[140]));
+    sold.extend(sell_through_its_own_connection(&files[1], ids[1], &[140]));
     other.control.poke();
     until_every_register_holds_the_servers_products(&mut shop, &files[1..]);
 
@@ -351,7 +290,7 @@ fn a_message_published_twice_is_stored_once_and_applied_once() {
         assert_eq!(stored_on(&stream, &subject).await, stored);
     });
 
-    let mut back = start_register(&nats, shop::open_register(&files[0], ids[0]));
+    let mut back = start_register(&nats.url(), shop::open_register(&files[0], ids[0]));
     until_every_register_holds_the_servers_products(&mut shop, &files);
     // Its receipts filed, and the Filed applied, before the count.
     every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
@@ -420,6 +359,18 @@ fn origins_in(up: &Upload) -> Vec<(Uuid, Uuid)> {
     origins
 }
 
+/// A register back from a fault has nothing left to send: no row unsent,
+/// none waiting for its Filed, none set aside.
+fn assert_nothing_left_to_send(replica: &Replica) {
+    let backlog = replica.progress().unwrap();
+    assert!(
+        backlog
+            .iter()
+            .all(|t| t.unsent == 0 && t.unfiled == 0 && t.set_aside == 0),
+        "{backlog:?}"
+    );
+}
+
 #[test]
 fn an_up_published_on_one_replicas_subject_is_filed_as_that_replicas_whatever_it_claims() {
     let nats = nats_server::start();
@@ -428,7 +379,7 @@ fn an_up_published_on_one_replicas_subject_is_filed_as_that_replicas_whatever_it
     // Register A's program stopped; its file, under its identity, holds a
     // receipt of its own and one whose origin column says register B.
     let (mut replica, _) = devices.remove(0).stop();
-    let own = sell(&files[0], a, &[500]);
+    let own = sell_through_its_own_connection(&files[0], a, &[500]);
     let claimed = Uuid::new_v4();
     replica
         .connection()
@@ -477,16 +428,10 @@ fn an_up_published_on_one_replicas_subject_is_filed_as_that_replicas_whatever_it
 
     // The Filed goes back down to A: the row left out counts as answered,
     // and A has nothing left to send.
-    let back = start_register(&nats, replica);
+    let back = start_register(&nats.url(), replica);
     wait_until("the Filed applied on A", || unfiled(&files[0]) == 0);
     let (replica, _) = back.stop();
-    let backlog = replica.progress().unwrap();
-    assert!(
-        backlog
-            .iter()
-            .all(|t| t.unsent == 0 && t.unfiled == 0 && t.set_aside == 0),
-        "{backlog:?}"
-    );
+    assert_nothing_left_to_send(&replica);
     assert_eq!(shop.receipts(), own, "only A's own receipt is filed");
     until_every_register_holds_the_servers_products(&mut shop, &files);
 }
@@ -496,9 +441,9 @@ fn a_nats_server_that_does_not_answer_is_named_in_the_log_with_its_setting() {
     let mut nats = nats_server::start();
     let url = nats.url();
     nats.stop();
-    let mut shop = shop_over(&nats, &[]);
+    let mut shop = shop_over(&nats.url(), &[SEND_TIMEOUT]);
     let id = shop.add_register("R1");
-    add_product(&mut shop, "Tea", 250);
+    shop.add_product("Tea", 250);
     wait_until("the worker to say which server it cannot reach", || {
         let log = shop.cluster.log();
         log.contains(&format!("cannot connect to {url} (magic_sync.nats_url)"))
@@ -509,7 +454,7 @@ fn a_nats_server_that_does_not_answer_is_named_in_the_log_with_its_setting() {
     });
     nats.start_again();
     let file = shop.file_of(id);
-    let _device = start_register(&nats, shop::open_register(&file, id));
+    let _device = start_register(&nats.url(), shop::open_register(&file, id));
     until_every_register_holds_the_servers_products(&mut shop, &[file]);
 }
 
@@ -518,12 +463,12 @@ fn postgresql_stopped_at_once_and_started_again_loses_nothing_over_nats() {
     let nats = nats_server::start();
     let (mut shop, ids, files, _devices) = two_registers_holding_tea(&nats);
     shop.run("SET synchronous_commit = on");
-    let mut sold = sell(&files[0], ids[0], &[100, 200]);
-    add_product(&mut shop, "Cake", 400);
+    let mut sold = sell_through_its_own_connection(&files[0], ids[0], &[100, 200]);
+    shop.add_product("Cake", 400);
     shop.cluster.restart_immediately();
     shop.reconnect();
-    sold.extend(sell(&files[1], ids[1], &[300]));
-    add_product(&mut shop, "Bun", 120);
+    sold.extend(sell_through_its_own_connection(&files[1], ids[1], &[300]));
+    shop.add_product("Bun", 120);
     until_every_register_holds_the_servers_products(&mut shop, &files);
     every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
 }
@@ -540,7 +485,7 @@ fn a_stream_deleted_under_the_worker_is_made_again_and_nothing_is_lost() {
             .await
             .unwrap();
     });
-    add_product(&mut shop, "Cake", 400);
+    shop.add_product("Cake", 400);
     until_every_register_holds_the_servers_products(&mut shop, &files);
     assert!(
         shop.cluster
@@ -635,7 +580,7 @@ fn an_up_whose_filing_committed_before_the_worker_died_is_answered_filed_already
     hold.batch_execute("LOCK TABLE shop.receipts IN SHARE MODE")
         .unwrap();
 
-    let sold = sell(&files[0], a, &[1234]);
+    let sold = sell_through_its_own_connection(&files[0], a, &[1234]);
     devices[0].control.poke();
     let sent = devices[0].expect("the receipt's Up published", |s| {
         matches!(
@@ -689,15 +634,9 @@ fn an_up_whose_filing_committed_before_the_worker_died_is_answered_filed_already
     assert_eq!(shop.receipts(), sold, "filed once");
 
     // A back: it takes the Filed, and has nothing left to send.
-    let back = start_register(&nats, replica);
+    let back = start_register(&nats.url(), replica);
     every_receipt_is_filed_once(&mut shop, &ids, &files, &sold);
     let (replica, _) = back.stop();
-    let backlog = replica.progress().unwrap();
-    assert!(
-        backlog
-            .iter()
-            .all(|t| t.unsent == 0 && t.unfiled == 0 && t.set_aside == 0),
-        "{backlog:?}"
-    );
+    assert_nothing_left_to_send(&replica);
     until_every_register_holds_the_servers_products(&mut shop, &files);
 }

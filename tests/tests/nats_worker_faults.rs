@@ -13,41 +13,34 @@ mod common;
 mod device;
 #[path = "common/nats_worker_faults_help.rs"]
 mod help;
+#[path = "common/nats_shop.rs"]
+mod nats_shop;
+#[path = "common/register_files.rs"]
+mod register_files;
 #[path = "common/filing_shop.rs"]
 mod shop;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
-use device::{Device, PATIENCE};
+use device::{wait_until, Device};
 use futures_util::StreamExt;
 use help::{nats_server_pid, Proxy, Stopped};
-use magic_sync_replica::transport::nats::{Nats, NatsSettings};
+use magic_sync_replica::transport::nats::NatsSettings;
 use magic_sync_replica::transport::nats_subjects as subjects;
 use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::{Options, Status};
 use magic_sync_replica::{Received, Replica};
 use magic_sync_tests::nats::{self as nats_server, NatsServer};
-use rusqlite::Connection;
+use nats_shop::{shop_over, start_register, start_register_over, waiting_for_news, SEND_TIMEOUT};
+use register_files::{
+    holds_the_servers_products, products_in, sell_through_its_own_connection, unfiled,
+    until_every_register_holds_the_servers_products, Receipt,
+};
 use shop::Shop;
 use tokio::runtime::Runtime;
 use uuid::Uuid;
-
-/// The filing shop on a cluster whose relay worker publishes to the NATS
-/// server at `url`, waking every second, with these settings too.
-fn shop_over(url: &str, more: &[&str]) -> Shop {
-    let url = format!("magic_sync.nats_url={url}");
-    let mut settings = vec![
-        "shared_preload_libraries=magic_sync",
-        "magic_sync.database=shop",
-        "magic_sync.transport=nats",
-        "magic_sync.idle=1",
-        url.as_str(),
-    ];
-    settings.extend_from_slice(more);
-    Shop::open_with(&settings)
-}
 
 /// The filing shop whose relay worker leaves the messages in the outbox
 /// for the devices to take (the queue), with these settings too.
@@ -61,100 +54,12 @@ fn shop_over_the_queue(more: &[&str]) -> Shop {
     Shop::open_with(&settings)
 }
 
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let began = Instant::now();
-    while !done() {
-        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A loop that waits for news at the transport, not by polling.
-fn options() -> Options {
-    Options {
-        poll_every: Duration::from_secs(3600),
-        ..Options::default()
-    }
-}
-
-/// A register's device program over NATS, with these settings.
-fn start_register_with(settings: NatsSettings, replica: Replica) -> Device {
-    Device::start(replica, options(), move |replica| {
-        Nats::new(settings, replica).expect("a client of NATS")
-    })
-}
-
-/// A register's device program over NATS at `url`, by the conventions.
-fn start_register(url: &str, replica: Replica) -> Device {
-    start_register_with(NatsSettings::new(url), replica)
-}
-
 /// A register's device program over the server's queue.
 fn start_queue_register(shop: &Shop, replica: Replica) -> Device {
     let config: postgres::Config = shop.cluster.url("shop").parse().unwrap();
     Device::start(replica, Options::default(), move |replica| {
         Queue::new(config, replica.me())
     })
-}
-
-/// The products a register's file holds: (id, name, price), sorted.
-fn held(file: &Path) -> Vec<(Uuid, String, i64)> {
-    let conn = Connection::open(file).unwrap();
-    let mut rows: Vec<(Uuid, String, i64)> = conn
-        .prepare("SELECT id, name, price_cents FROM products")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?, r.get(2)?))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
-}
-
-/// How many of its writes a register still waits to have filed.
-fn unfiled(file: &Path) -> i64 {
-    Connection::open(file)
-        .unwrap()
-        .query_row("SELECT count(*) FROM sync_notes", [], |r| r.get(0))
-        .unwrap()
-}
-
-/// The register's program, its loop stopped, writes receipts through a
-/// connection of its own: (id, register, total) each.
-fn sell(file: &Path, me: Uuid, totals: &[i64]) -> Vec<(Uuid, Uuid, i64)> {
-    let conn = Connection::open(file).unwrap();
-    conn.execute_batch("PRAGMA recursive_triggers = ON")
-        .unwrap();
-    totals
-        .iter()
-        .map(|total| {
-            let id = Uuid::new_v4();
-            conn.execute(
-                "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
-                 VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
-                rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
-            )
-            .unwrap();
-            (id, me, *total)
-        })
-        .collect()
-}
-
-fn sorted(mut rows: Vec<(Uuid, Uuid, i64)>) -> Vec<(Uuid, Uuid, i64)> {
-    rows.sort();
-    rows
-}
-
-fn add_product(shop: &mut Shop, name: &str, price: i64) {
-    shop.pg
-        .execute(
-            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, $2)",
-            &[&name, &price],
-        )
-        .unwrap();
 }
 
 fn set_price(shop: &mut Shop, name: &str, price: i64) {
@@ -166,12 +71,18 @@ fn set_price(shop: &mut Shop, name: &str, price: i64) {
         .unwrap();
 }
 
-/// Waits until every register's file holds exactly the server's products.
-fn until_every_register_holds_the_servers_products(shop: &mut Shop, files: &[PathBuf]) {
-    wait_until("every register to hold the server's products", || {
-        let products = shop.products();
-        files.iter().all(|file| held(file) == products)
-    });
+/// One register, R1, its loop started by `start`, holding the server's
+/// one product, Tea: its id, its file and its device.
+fn one_register_holding_tea(
+    shop: &mut Shop,
+    start: impl FnOnce(&Shop, Replica) -> Device,
+) -> (Uuid, PathBuf, Device) {
+    let id = shop.add_register("R1");
+    let file = shop.file_of(id);
+    let device = start(shop, shop::open_register(&file, id));
+    shop.add_product("Tea", 250);
+    until_every_register_holds_the_servers_products(shop, std::slice::from_ref(&file));
+    (id, file, device)
 }
 
 /// Messages waiting in a replica's outbox for the transport to take them
@@ -228,36 +139,58 @@ fn statuses_until_settled(shop: &mut Shop, device: &mut Device, file: &Path) -> 
         "the register to settle, holding the server's products",
         || {
             seen.extend(device.drain());
-            matches!(seen.last(), Some(Status::Waiting { .. })) && held(file) == shop.products()
+            matches!(seen.last(), Some(Status::Waiting { .. }))
+                && holds_the_servers_products(shop, file)
         },
     );
     seen
 }
 
-/// The `Nats-Msg-Id` of each message a stream holds on `subject`, in order.
-async fn ids_stored(js: &jetstream::Context, stream: &str, subject: &str) -> Vec<String> {
-    let mut stream = js.get_stream(stream).await.expect("the stream");
-    let state = stream.info().await.unwrap().state.clone();
-    let mut ids = Vec::new();
-    if state.messages == 0 {
-        return ids;
-    }
-    for sequence in state.first_sequence..=state.last_sequence {
-        // A sequence whose message was taken or dropped answers none.
-        let Ok(message) = stream.get_raw_message(sequence).await else {
-            continue;
-        };
-        if message.subject.as_str() != subject {
-            continue;
+/// The `Nats-Msg-Id` of each message the stream of messages down, at the
+/// NATS server at `url`, holds on `subject`, in order.
+fn ids_stored_down(url: &str, subject: &str) -> Vec<String> {
+    Runtime::new().unwrap().block_on(async {
+        let js = jetstream_at(url).await;
+        let mut stream = js
+            .get_stream(subjects::DOWN_STREAM)
+            .await
+            .expect("the stream");
+        let state = stream.info().await.unwrap().state.clone();
+        let mut ids = Vec::new();
+        if state.messages == 0 {
+            return ids;
         }
-        let id = message
-            .headers
-            .get(subjects::MSG_ID)
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        ids.push(id);
-    }
-    ids
+        for sequence in state.first_sequence..=state.last_sequence {
+            // A sequence whose message was taken or dropped answers none.
+            let Ok(message) = stream.get_raw_message(sequence).await else {
+                continue;
+            };
+            if message.subject.as_str() != subject {
+                continue;
+            }
+            let id = message
+                .headers
+                .get(subjects::MSG_ID)
+                .map(|v| v.to_string())
+                .unwrap_or_default();
+            ids.push(id);
+        }
+        ids
+    })
+}
+
+/// Waits until the server filed as many receipts as `sold` and the
+/// register on `file` applied the Filed that answered them; then checks
+/// that the server holds exactly the receipts `sold` and keeps no upload
+/// in its inbox.
+fn every_receipt_filed_and_answered(shop: &mut Shop, file: &Path, sold: &[Receipt]) {
+    wait_until("every receipt filed", || {
+        shop.receipts().len() == sold.len()
+    });
+    wait_until("the Filed applied", || unfiled(file) == 0);
+    assert_eq!(shop.receipts(), sold);
+    let kept = shop.count("SELECT count(*) FROM sync.inbox");
+    assert_eq!(kept, 0, "uploads kept in the inbox");
 }
 
 async fn jetstream_at(url: &str) -> jetstream::Context {
@@ -287,10 +220,10 @@ fn the_worker_makes_a_file_stream_and_one_consumer_per_replica_that_holds_one_me
                 down_stream: "TILL_DOWN".to_owned(),
                 ..NatsSettings::new(nats.url())
             };
-            start_register_with(settings, shop::open_register(file, *id))
+            start_register_over(settings, waiting_for_news(), shop::open_register(file, *id))
         })
         .collect();
-    add_product(&mut shop, "Tea", 250);
+    shop.add_product("Tea", 250);
     until_every_register_holds_the_servers_products(&mut shop, &files);
 
     Runtime::new().unwrap().block_on(async {
@@ -342,12 +275,9 @@ fn the_worker_makes_a_file_stream_and_one_consumer_per_replica_that_holds_one_me
 fn a_publish_whose_acknowledgement_is_lost_is_sent_again_stored_once_and_applied_once() {
     let nats = nats_server::start();
     let proxy = Proxy::start(nats.port(), subjects::DEFAULT_PREFIX);
-    let mut shop = shop_over(&proxy.url(), &["magic_sync.send_timeout=2000"]);
-    let id = shop.add_register("R1");
-    let file = shop.file_of(id);
-    let device = start_register(&nats.url(), shop::open_register(&file, id));
-    add_product(&mut shop, "Tea", 250);
-    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let mut shop = shop_over(&proxy.url(), &[SEND_TIMEOUT]);
+    let (id, file, device) =
+        one_register_holding_tea(&mut shop, |_, replica| start_register(&nats.url(), replica));
 
     // The register away, so what the worker publishes stays in the stream.
     let (replica, _) = device.stop();
@@ -369,14 +299,7 @@ fn a_publish_whose_acknowledgement_is_lost_is_sent_again_stored_once_and_applied
         "the worker did not take the lost answer for a send unanswered in time"
     );
 
-    let stored = Runtime::new().unwrap().block_on(async {
-        ids_stored(
-            &jetstream_at(&nats.url()).await,
-            subjects::DOWN_STREAM,
-            &subject,
-        )
-        .await
-    });
+    let stored = ids_stored_down(&nats.url(), &subject);
     assert_eq!(
         stored.iter().filter(|stored| **stored == lost).count(),
         1,
@@ -405,7 +328,7 @@ fn a_publish_whose_acknowledgement_is_lost_is_sent_again_stored_once_and_applied
         .count();
     assert_eq!(applied, stored.len(), "{:?}", back.history());
     assert_eq!(again, 0, "a message applied twice: {:?}", back.history());
-    assert_eq!(held(&file)[0].2, 300);
+    assert_eq!(products_in(&file)[0].2, 300);
     wait_until("the register's report of what it applied", || {
         let row = shop
             .pg
@@ -440,15 +363,12 @@ fn away_past_the_bound_over_nats() -> CameBack {
     let mut shop = shop_over(
         &nats.url(),
         &[
-            "magic_sync.send_timeout=2000",
+            SEND_TIMEOUT,
             &format!("magic_sync.outbox_messages={MESSAGES_BOUND}"),
         ],
     );
-    let id = shop.add_register("R1");
-    let file = shop.file_of(id);
-    let device = start_register(&nats.url(), shop::open_register(&file, id));
-    add_product(&mut shop, "Tea", 250);
-    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let (id, file, device) =
+        one_register_holding_tea(&mut shop, |_, replica| start_register(&nats.url(), replica));
     let provisioned = snapshot_of(&mut shop, id);
 
     // Away: each change is a message of its own, more than the bound.
@@ -464,14 +384,7 @@ fn away_past_the_bound_over_nats() -> CameBack {
     }
     wait_until("every message published", || outbox_of(&mut shop, id) == 0);
     let subject = subjects::down_subject(subjects::DEFAULT_PREFIX, id);
-    let stored = Runtime::new().unwrap().block_on(async {
-        ids_stored(
-            &jetstream_at(&nats.url()).await,
-            subjects::DOWN_STREAM,
-            &subject,
-        )
-        .await
-    });
+    let stored = ids_stored_down(&nats.url(), &subject);
     assert!(
         stored.len() as i64 <= MESSAGES_BOUND,
         "the subject holds more than magic_sync.outbox_messages: {stored:?}"
@@ -479,25 +392,19 @@ fn away_past_the_bound_over_nats() -> CameBack {
     // The server counts what JetStream holds for it until it applied it,
     // and finds the bound passed within its checks (every second here).
     wait_until("the bound's alarm", || !alarms_of(&mut shop, id).is_empty());
-    let sold = sell(&file, id, &[1250, 399, 75]);
+    let sold = sell_through_its_own_connection(&file, id, &[1250, 399, 75]);
 
     // Back: it takes the snapshot that superseded what it missed, and its
     // receipts are filed once.
     let back = start_register(&nats.url(), shop::open_register(&file, id));
     until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
-    assert_eq!(held(&file)[0].2, last_price);
+    assert_eq!(products_in(&file)[0].2, last_price);
     assert_ne!(
         snapshot_of(&mut shop, id),
         provisioned,
         "not provisioned again"
     );
-    wait_until("every receipt filed", || {
-        shop.receipts().len() == sold.len()
-    });
-    wait_until("the Filed applied", || unfiled(&file) == 0);
-    assert_eq!(shop.receipts(), sorted(sold));
-    let kept = shop.count("SELECT count(*) FROM sync.inbox");
-    assert_eq!(kept, 0, "uploads kept in the inbox");
+    every_receipt_filed_and_answered(&mut shop, &file, &sold);
     CameBack {
         _register: back,
         shop,
@@ -563,23 +470,30 @@ fn figure_after(text: &str, name: &str) -> i64 {
         .unwrap_or_else(|_| panic!("a figure after {name:?} in {text:?}"))
 }
 
-/// Over the queue: there the outbox is what a register away leaves behind
-/// (with nats it drains into the stream, which bounds messages only).
-#[test]
-fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() {
-    let mut shop = shop_over_the_queue(&["magic_sync.outbox_bytes=1kB"]);
-    let id = shop.add_register("R1");
-    let file = shop.file_of(id);
-    let device = start_queue_register(&shop, shop::open_register(&file, id));
-    add_product(&mut shop, "Tea", 250);
-    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
-    let provisioned = snapshot_of(&mut shop, id);
+/// What `six_changes_of_400_bytes_each` waits for after each change.
+#[derive(Clone, Copy, PartialEq)]
+enum UntilEach {
+    /// The change written for the register (its chain's sequence moved).
+    Written,
+    /// The change written, or the bound's alarm raised, whichever comes
+    /// first: the test over the queue goes on to the alarm once it is
+    /// raised, whether or not the change was written.
+    WrittenOrTheAlarm,
+}
 
-    // Away: changes of a few hundred bytes each, a handful of messages in
-    // all, well under magic_sync.outbox_messages (10000), past 1 kB.
-    let (replica, _) = device.stop();
-    drop(replica);
-    let first = last_sequence(&mut shop, id);
+/// The Tea a register away holds changes six times, by some 400 bytes
+/// each: a handful of messages in all, well under
+/// magic_sync.outbox_messages (10000), and past an outbox_bytes of 1 kB.
+/// The two byte-bound tests, over the queue and over nats, make the same
+/// changes; each waits after every change as `until` says.
+fn six_changes_of_400_bytes_each(shop: &mut Shop, register: Uuid, until: UntilEach) {
+    let or_the_alarm = until == UntilEach::WrittenOrTheAlarm;
+    let what = if or_the_alarm {
+        "the change written, or the bound passed"
+    } else {
+        "the change written for the register"
+    };
+    let first = last_sequence(shop, register);
     for i in 1..=6_i64 {
         shop.pg
             .execute(
@@ -588,10 +502,25 @@ fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() 
                 &[&i],
             )
             .unwrap();
-        wait_until("the change written, or the bound passed", || {
-            last_sequence(&mut shop, id) >= first + i || !alarms_of(&mut shop, id).is_empty()
+        wait_until(what, || {
+            last_sequence(shop, register) >= first + i
+                || (or_the_alarm && !alarms_of(shop, register).is_empty())
         });
     }
+}
+
+/// Over the queue: there the outbox is what a register away leaves behind
+/// (with nats it drains into the stream, which bounds messages only).
+#[test]
+fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() {
+    let mut shop = shop_over_the_queue(&["magic_sync.outbox_bytes=1kB"]);
+    let (id, file, device) = one_register_holding_tea(&mut shop, start_queue_register);
+    let provisioned = snapshot_of(&mut shop, id);
+
+    // Away: changes past 1 kB, well under the bound of messages.
+    let (replica, _) = device.stop();
+    drop(replica);
+    six_changes_of_400_bytes_each(&mut shop, id, UntilEach::WrittenOrTheAlarm);
     wait_until("the alarm", || !alarms_of(&mut shop, id).is_empty());
     let alarm = alarms_of(&mut shop, id).remove(0);
     let (messages, bytes) = (
@@ -632,17 +561,11 @@ fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() 
         provisioned,
         "not provisioned again"
     );
-    let sold = sell(&file, id, &[500, 610]);
+    let sold = sell_through_its_own_connection(&file, id, &[500, 610]);
 
     let _back = start_queue_register(&shop, shop::open_register(&file, id));
     until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
-    wait_until("every receipt filed", || {
-        shop.receipts().len() == sold.len()
-    });
-    wait_until("the Filed applied", || unfiled(&file) == 0);
-    assert_eq!(shop.receipts(), sorted(sold));
-    let kept = shop.count("SELECT count(*) FROM sync.inbox");
-    assert_eq!(kept, 0, "uploads kept in the inbox");
+    every_receipt_filed_and_answered(&mut shop, &file, &sold);
 }
 
 /// The same bound over nats. The stream bounds each subject by messages
@@ -652,35 +575,14 @@ fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() 
 #[test]
 fn over_nats_a_register_away_past_the_byte_bound_is_provisioned_again_with_an_alarm() {
     let nats = nats_server::start();
-    let mut shop = shop_over(
-        &nats.url(),
-        &[
-            "magic_sync.send_timeout=2000",
-            "magic_sync.outbox_bytes=1kB",
-        ],
-    );
-    let id = shop.add_register("R1");
-    let file = shop.file_of(id);
-    let device = start_register(&nats.url(), shop::open_register(&file, id));
-    add_product(&mut shop, "Tea", 250);
-    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let mut shop = shop_over(&nats.url(), &[SEND_TIMEOUT, "magic_sync.outbox_bytes=1kB"]);
+    let (id, file, device) =
+        one_register_holding_tea(&mut shop, |_, replica| start_register(&nats.url(), replica));
     let provisioned = snapshot_of(&mut shop, id);
 
     let (replica, _) = device.stop();
     drop(replica);
-    let first = last_sequence(&mut shop, id);
-    for i in 1..=6_i64 {
-        shop.pg
-            .execute(
-                "UPDATE shop.products SET name = 'Tea ' || $1::bigint || repeat('.', 400), \
-                 price_cents = $1, updated_at = now() WHERE name LIKE 'Tea%'",
-                &[&i],
-            )
-            .unwrap();
-        wait_until("the change written for the register", || {
-            last_sequence(&mut shop, id) >= first + i
-        });
-    }
+    six_changes_of_400_bytes_each(&mut shop, id, UntilEach::Written);
     wait_until("every message published", || outbox_of(&mut shop, id) == 0);
     // The register's messages, all that the stream holds.
     let (messages, bytes) = Runtime::new().unwrap().block_on(async {
@@ -717,11 +619,8 @@ fn send_failures(shop: &mut Shop, replica: Uuid) -> Option<(i32, i32, String)> {
 fn a_send_that_does_not_answer_in_time_is_a_transient_failure_shown_as_the_last_error() {
     let nats = nats_server::start();
     let mut shop = shop_over(&nats.url(), &["magic_sync.send_timeout=1000"]);
-    let id = shop.add_register("R1");
-    let file = shop.file_of(id);
-    let _device = start_register(&nats.url(), shop::open_register(&file, id));
-    add_product(&mut shop, "Tea", 250);
-    until_every_register_holds_the_servers_products(&mut shop, std::slice::from_ref(&file));
+    let (id, file, _device) =
+        one_register_holding_tea(&mut shop, |_, replica| start_register(&nats.url(), replica));
     assert_eq!(send_failures(&mut shop, id), None);
 
     // nats-server stops answering: its connections stay open, and what
@@ -809,8 +708,8 @@ fn no_more_replicas_are_sent_to_at_once_than_magic_sync_concurrency_allows() {
         .zip(&files)
         .map(|(id, file)| start_register(&nats.url(), shop::open_register(file, *id)))
         .collect();
-    add_product(&mut shop, "Tea", 250);
-    add_product(&mut shop, "Cake", 400);
+    shop.add_product("Tea", 250);
+    shop.add_product("Cake", 400);
     until_every_register_holds_the_servers_products(&mut shop, &files);
     for price in [260, 270, 280] {
         set_price(&mut shop, "Tea", price);

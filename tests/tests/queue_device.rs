@@ -64,14 +64,7 @@ fn sell(file: &Path, me: Uuid, total: i64) -> Uuid {
     let conn = Connection::open(file).unwrap();
     conn.execute_batch("PRAGMA recursive_triggers = ON")
         .unwrap();
-    let id = Uuid::new_v4();
-    conn.execute(
-        "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
-         VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
-        rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
-    )
-    .unwrap();
-    id
+    shop::write_receipt(&conn, me, total)
 }
 
 fn carries_rows(status: &Status) -> bool {

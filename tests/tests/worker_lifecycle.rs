@@ -5,6 +5,8 @@
 //! registers; no CALL relays what the worker relays.
 
 mod common;
+#[path = "common/device.rs"]
+mod device;
 #[path = "common/filing_shop.rs"]
 mod filing_shop;
 #[path = "common/worker_lifecycle_help.rs"]
@@ -156,39 +158,13 @@ fn a_worker_started_before_the_extension_waits_quietly_and_relays_once_it_is_cre
     assert!(lines_of(&log, pid, "a pass failed").is_empty(), "{log}");
 }
 
-/// The products a server holds and has not retired: (id, name, price).
-fn live_products(pg: &mut Client) -> Vec<(Uuid, String, i64)> {
-    let mut rows: Vec<(Uuid, String, i64)> = pg
-        .query("SELECT id, name, price_cents FROM shop.products", &[])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// The receipts a server filed: (id, register, total), sorted.
-fn receipts(pg: &mut Client) -> Vec<(Uuid, Uuid, i64)> {
-    let mut rows: Vec<(Uuid, Uuid, i64)> = pg
-        .query(
-            "SELECT id, register_id, total_cents FROM shop.receipts",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    rows.sort();
-    rows
-}
-
 /// Delivers and reports until the register holds the server's products
 /// and has nothing left unfiled.
 fn in_step(pg: &mut Client, register: &mut magic_sync_replica::Replica) -> bool {
     filing_shop::deliver(pg, register);
     filing_shop::report(pg, register);
-    filing_shop::products_of(register) == live_products(pg) && filing_shop::unfiled(register) == 0
+    filing_shop::products_of(register) == filing_shop::products_on(pg)
+        && filing_shop::unfiled(register) == 0
 }
 
 #[test]
@@ -238,9 +214,9 @@ fn a_standby_promoted_relays_what_was_written_while_no_relay_ran() {
 
     // The standby replays all of it, and runs no relay.
     let mut replayed = standby.connect("shop");
-    let primary_products = live_products(&mut shop.pg);
+    let primary_products = filing_shop::products_on(&mut shop.pg);
     wait_until("the standby to replay the changes and their notes", || {
-        live_products(&mut replayed) == primary_products
+        filing_shop::products_on(&mut replayed) == primary_products
             && count(&mut replayed, "SELECT count(*) FROM sync.notes") == notes
     });
     assert_eq!(
@@ -274,10 +250,10 @@ fn a_standby_promoted_relays_what_was_written_while_no_relay_ran() {
         .chain(offline.iter().zip([1250, 80]).map(|(id, t)| (*id, me, t)))
         .collect();
     expected.sort();
-    assert_eq!(receipts(&mut promoted), expected);
+    assert_eq!(filing_shop::receipts_filed_on(&mut promoted), expected);
     // Another round changes nothing.
     assert!(in_step(&mut promoted, &mut register));
-    assert_eq!(receipts(&mut promoted), expected);
+    assert_eq!(filing_shop::receipts_filed_on(&mut promoted), expected);
     assert_eq!(worker_pid(&mut promoted, "shop"), Some(pid));
 }
 

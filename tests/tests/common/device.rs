@@ -13,6 +13,22 @@ use magic_sync_replica::Replica;
 /// Long enough for a busy machine; each wait ends as soon as it may.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+/// Waits until `done` answers true, or panics saying what it waited for
+/// once `PATIENCE` has passed: the worker and the loops run on their own
+/// time, so a test waits for what it expects rather than a fixed while.
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    wait_within(PATIENCE, what, done);
+}
+
+/// `wait_until` with a patience of its own, looking every 50 ms.
+pub fn wait_within(patience: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let began = Instant::now();
+    while !done() {
+        assert!(began.elapsed() < patience, "waited {patience:?} for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub struct Device {
     pub control: Control,
     statuses: Receiver<Status>,

@@ -182,31 +182,54 @@ impl Shop {
 
     /// The receipts the server filed: (id, register, total), sorted.
     pub fn receipts(&mut self) -> Vec<(Uuid, Uuid, i64)> {
-        let mut rows: Vec<(Uuid, Uuid, i64)> = self
-            .pg
-            .query(
-                "SELECT id, register_id, total_cents FROM shop.receipts",
-                &[],
-            )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect();
-        rows.sort();
-        rows
+        receipts_filed_on(&mut self.pg)
     }
 
+    /// The products the server holds: (id, name, price), sorted.
     pub fn products(&mut self) -> Vec<(Uuid, String, i64)> {
-        let mut rows: Vec<(Uuid, String, i64)> = self
-            .pg
-            .query("SELECT id, name, price_cents FROM shop.products", &[])
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect();
-        rows.sort();
-        rows
+        products_on(&mut self.pg)
     }
+
+    /// A product the head office adds to the catalog, at this price.
+    pub fn add_product(&mut self, name: &str, price: i64) {
+        self.pg
+            .execute(
+                "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, $2)",
+                &[&name, &price],
+            )
+            .unwrap();
+    }
+}
+
+/// The receipts a server filed: (id, register, total), sorted. A free
+/// function as well as `Shop::receipts`, for a server the shop does not
+/// hold a connection to (a standby, promoted).
+pub fn receipts_filed_on(pg: &mut Client) -> Vec<(Uuid, Uuid, i64)> {
+    let mut rows: Vec<(Uuid, Uuid, i64)> = pg
+        .query(
+            "SELECT id, register_id, total_cents FROM shop.receipts",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The products a server holds: (id, name, price), sorted. A free
+/// function as well as `Shop::products`, for a server the shop does not
+/// hold a connection to.
+pub fn products_on(pg: &mut Client) -> Vec<(Uuid, String, i64)> {
+    let mut rows: Vec<(Uuid, String, i64)> = pg
+        .query("SELECT id, name, price_cents FROM shop.products", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    rows.sort();
+    rows
 }
 
 /// Opens a register's replica on its SQLite file, as its program does.
@@ -221,21 +244,26 @@ pub fn open_register_with(file: &Path, me: Uuid, settings: Settings) -> Replica 
 /// A register writes receipts (total in cents each), in one transaction.
 pub fn sell(register: &Replica, totals: &[i64]) -> Vec<Uuid> {
     let conn = register.connection();
-    let me = register.me();
-    let mut ids = Vec::new();
     conn.execute_batch("BEGIN").unwrap();
-    for total in totals {
-        let id = Uuid::new_v4();
-        conn.execute(
-            "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
-             VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
-            rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
-        )
-        .unwrap();
-        ids.push(id);
-    }
+    let ids = totals
+        .iter()
+        .map(|total| write_receipt(conn, register.me(), *total))
+        .collect();
     conn.execute_batch("COMMIT").unwrap();
     ids
+}
+
+/// Register `me` writes a receipt of `total` cents on a connection to its
+/// file, its replica's or one of its program's own; answers its id.
+pub fn write_receipt(conn: &rusqlite::Connection, me: Uuid, total: i64) -> Uuid {
+    let id = Uuid::new_v4();
+    conn.execute(
+        "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
+         VALUES (?1, ?2, ?3, '2026-10-01T10:00:00.000000Z')",
+        rusqlite::params![id.as_bytes().to_vec(), me.as_bytes().to_vec(), total],
+    )
+    .unwrap();
+    id
 }
 
 /// The rows a register answers to `sql`, an id and a value each, sorted.

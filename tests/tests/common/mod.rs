@@ -168,9 +168,15 @@ fn handling_every_setting(wishes: Wishes, tables: &Tables) -> Wishes {
         .fold(wishes, |wishes, t| wishes.on(t.name(), Direct))
 }
 
+/// The products a register holds, sorted, as its replica reads them.
 pub fn held_by(replica: &Replica) -> Vec<Product> {
-    let mut rows: Vec<Product> = replica
-        .connection()
+    products_held_in(replica.connection())
+}
+
+/// Every product a register's SQLite database holds, sorted, through any
+/// connection to it: the replica's own, or one a program opened beside it.
+pub fn products_held_in(conn: &Connection) -> Vec<Product> {
+    let mut rows: Vec<Product> = conn
         .prepare("SELECT id, name, price_cents, updated_at FROM products")
         .unwrap()
         .query_map([], |r| {

@@ -1,176 +1,22 @@
 //! What the nats transport's fault tests check after each fault, and how
-//! they find the relay worker and time their faults: every register holds
-//! exactly the server's products, every receipt the registers wrote is
-//! filed once, the worker seen at work (in a pass, or filing an Up held
-//! on a lock) before it is killed.
+//! they find the relay worker and time their faults: every receipt the
+//! registers wrote is filed once (that every register holds exactly the
+//! server's products is common/register_files.rs's), the worker seen at
+//! work (in a pass, or filing an Up held on a lock) before it is killed.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use postgres::Client;
-use rusqlite::Connection;
 use uuid::Uuid;
 
-use crate::device::PATIENCE;
-use crate::shop::Shop;
-
-/// A product as both sides hold it: id, name, price, and its instant as
-/// the registers write it.
-pub type Product = (Uuid, String, i64, String);
-
-/// A receipt: id, the register that wrote it, total.
-pub type Receipt = (Uuid, Uuid, i64);
+use crate::device::{wait_until, PATIENCE};
+use crate::register_files::{receipts_in, unfiled, Receipt};
+use crate::shop::{receipts_filed_on, Shop};
 
 /// The relay's advisory lock (pg_magic_sync/src/locks.rs, RELAY): held by
 /// a pass for as long as it runs, by whoever runs it.
 const RELAY_LOCK: i64 = 7_809_643_163_296_757_358;
-
-/// Waits until `done` answers true, or panics saying what it waited for
-/// and what `seen` says of the last look.
-pub fn wait_for(what: &str, mut done: impl FnMut() -> bool, seen: impl Fn() -> String) {
-    let began = Instant::now();
-    while !done() {
-        assert!(
-            began.elapsed() < PATIENCE,
-            "waited {PATIENCE:?} for {what}; last seen: {}",
-            seen()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The server's products, sorted, their instants as the registers write
-/// them.
-pub fn servers_products(pg: &mut Client) -> Vec<Product> {
-    let mut rows: Vec<Product> = pg
-        .query(
-            "SELECT id, name, price_cents, \
-             to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
-             FROM shop.products",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// Every product a register's file holds, retired or not, sorted.
-pub fn registers_products(file: &Path) -> Vec<Product> {
-    let conn = Connection::open(file).unwrap();
-    let mut rows: Vec<Product> = conn
-        .prepare("SELECT id, name, price_cents, updated_at FROM products")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            Ok((
-                Uuid::from_slice(&id).unwrap(),
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
-}
-
-/// How a register's products differ from the server's, in a few words.
-fn difference(servers: &[Product], registers: &[Product]) -> String {
-    let missing = servers.iter().filter(|p| !registers.contains(p)).count();
-    let extra: Vec<&Product> = registers.iter().filter(|p| !servers.contains(p)).collect();
-    format!(
-        "{} on the server, {} on the register, {missing} missing or different, \
-         {} extra or different (first: {:?})",
-        servers.len(),
-        registers.len(),
-        extra.len(),
-        extra.first()
-    )
-}
-
-/// Waits until every register's file holds exactly the server's products:
-/// the same ids, and for each the same name, price and instant.
-pub fn until_every_register_holds_exactly_the_servers_products(
-    shop: &mut Shop,
-    files: &[impl AsRef<Path>],
-) {
-    let began = Instant::now();
-    loop {
-        let servers = servers_products(&mut shop.pg);
-        let differing: Vec<String> = files
-            .iter()
-            .filter_map(|file| {
-                let registers = registers_products(file.as_ref());
-                (registers != servers).then(|| {
-                    format!(
-                        "{}: {}",
-                        file.as_ref().display(),
-                        difference(&servers, &registers)
-                    )
-                })
-            })
-            .collect();
-        if differing.is_empty() {
-            return;
-        }
-        assert!(
-            began.elapsed() < PATIENCE,
-            "waited {PATIENCE:?} for every register to hold exactly the server's products: {}",
-            differing.join("; ")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The receipts the server filed, sorted.
-pub fn servers_receipts(pg: &mut Client) -> Vec<Receipt> {
-    let mut rows: Vec<Receipt> = pg
-        .query(
-            "SELECT id, register_id, total_cents FROM shop.receipts",
-            &[],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// The receipts a register's file holds, sorted.
-pub fn registers_receipts(file: &Path) -> Vec<Receipt> {
-    let conn = Connection::open(file).unwrap();
-    let mut rows: Vec<Receipt> = conn
-        .prepare("SELECT id, register_id, total_cents FROM receipts")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            let register: Vec<u8> = r.get(1)?;
-            Ok((
-                Uuid::from_slice(&id).unwrap(),
-                Uuid::from_slice(&register).unwrap(),
-                r.get(2)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
-}
-
-/// How many rows a register wrote that wait to be filed (sent or not).
-pub fn unfiled(file: &Path) -> i64 {
-    Connection::open(file)
-        .unwrap()
-        .query_row("SELECT count(*) FROM sync_notes", [], |r| r.get(0))
-        .unwrap()
-}
 
 /// How many times the server holds each receipt, by id.
 fn filed_per_id(pg: &mut Client) -> Vec<(Uuid, i64)> {
@@ -202,7 +48,7 @@ pub fn every_receipt_is_filed_once(
     let began = Instant::now();
     loop {
         let notes: Vec<i64> = files.iter().map(|f| unfiled(f.as_ref())).collect();
-        let filed = servers_receipts(&mut shop.pg);
+        let filed = receipts_filed_on(&mut shop.pg);
         if notes.iter().all(|n| *n == 0) && filed.len() >= expected.len() {
             break;
         }
@@ -216,7 +62,7 @@ pub fn every_receipt_is_filed_once(
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        servers_receipts(&mut shop.pg),
+        receipts_filed_on(&mut shop.pg),
         expected,
         "the receipts filed"
     );
@@ -231,7 +77,7 @@ pub fn every_receipt_is_filed_once(
             .copied()
             .collect();
         assert_eq!(
-            registers_receipts(file.as_ref()),
+            receipts_in(file.as_ref()),
             wrote,
             "the receipts register {register} holds"
         );
@@ -288,23 +134,19 @@ pub fn kill_9(pid: i32) {
 /// Waits until the server, back from the crash, runs a worker other than
 /// `killed`, and connects the shop to it again.
 pub fn until_a_new_worker(shop: &mut Shop, killed: i32) {
-    wait_for(
-        "the server to come back with a new worker",
-        || {
-            std::thread::sleep(Duration::from_millis(100));
-            let Ok(mut pg) = Client::connect(&shop.cluster.url("shop"), postgres::NoTls) else {
-                return false;
-            };
-            pg.query_opt(
-                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'",
-                &[],
-            )
-            .ok()
-            .flatten()
-            .is_some_and(|row| row.get::<_, i32>(0) != killed)
-        },
-        String::new,
-    );
+    wait_until("the server to come back with a new worker", || {
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(mut pg) = Client::connect(&shop.cluster.url("shop"), postgres::NoTls) else {
+            return false;
+        };
+        pg.query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'magic_sync relay'",
+            &[],
+        )
+        .ok()
+        .flatten()
+        .is_some_and(|row| row.get::<_, i32>(0) != killed)
+    });
     shop.reconnect();
 }
 

@@ -3,13 +3,14 @@
 //! logged, and a register kept in step with whichever server relays.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use magic_sync_replica::Replica;
 use magic_sync_tests::Cluster;
 use postgres::Client;
 
 use crate::common::{deliver, held_by, products_of, report};
+use crate::device::wait_within;
 
 /// Long enough for a busy machine; each wait ends as soon as it may.
 pub const PATIENCE: Duration = Duration::from_secs(40);
@@ -34,13 +35,10 @@ pub fn as_strs(settings: &[String]) -> Vec<&str> {
     settings.iter().map(String::as_str).collect()
 }
 
-/// Waits until `done` answers true, or panics saying what it waited for.
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let began = Instant::now();
-    while !done() {
-        assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits until `done` answers true, or panics saying what it waited for
+/// once `PATIENCE` (this file's) has passed.
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    wait_within(PATIENCE, what, done);
 }
 
 /// The process id of the relay worker of `database`, if one runs.
