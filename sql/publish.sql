@@ -39,9 +39,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The transport took these messages (replicas[i]'s ids[i]): they are
--- published, and stay until the replica says it applied them (a Filed,
--- which no replica confirms, goes at once); a replica a send got through
--- to waits no more.
+-- published, and stay until the replica applied them (outbox_checks lets
+-- them go; a Filed, which no replica confirms, goes at once); a replica a
+-- send got through to waits no more.
 CREATE FUNCTION sync_internal.sent(replicas uuid[], ids text[]) RETURNS void
 LANGUAGE sql AS $$
     DELETE FROM sync.outbox o
@@ -102,6 +102,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The checks of what went out, every few seconds (the relay worker's):
+--   - published messages a replica applied (or applied one after) go: a
+--     report of what was applied leaves them, so that filing it costs the
+--     worker nothing more, and they go here, all at once;
 --   - an outbox grown past `messages_at_most` messages or `bytes_at_most`
 --     bytes behind the snapshot it begins with (a replica long away) is
 --     dropped, and the replica provisioned again, with an alarm; published
@@ -119,6 +122,10 @@ DECLARE
     outgrown integer;
     unconfirmed integer;
 BEGIN
+    DELETE FROM sync.outbox o USING sync.replicas r
+     WHERE o.published AND o.replica = r.id
+       AND r.applied_epoch = r.epoch AND o.position <= r.applied_sequence;
+
     WITH behind AS (
         SELECT o.replica, count(*) AS messages,
                sum(octet_length(o.head) + coalesce(octet_length(b.bytes), 0)) AS bytes

@@ -382,9 +382,9 @@ $$;
 -- With the default transport this is the queue itself: sync.next() hands
 -- out the head, sync.ack() removes it. With a transport the relay worker
 -- pushes to (nats), a message the transport took stays, published, until
--- the replica says it applied it: what a replica away leaves unconfirmed
--- is then counted against its bounds whatever the transport
--- (sync_internal.outbox_checks()).
+-- the replica applied it (sync_internal.outbox_checks() lets it go then):
+-- what a replica away leaves unconfirmed is counted against its bounds
+-- whatever the transport.
 CREATE TABLE sync.outbox (
     replica       uuid NOT NULL,
     -- The order messages go in: the message's sequence for a Down or an

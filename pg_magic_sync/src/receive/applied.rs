@@ -184,8 +184,6 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
             nonce.into(),
         ],
     );
-    // What a transport took and held for it (published) is confirmed.
-    spi::run_with(CONFIRM_PUBLISHED, &[id.into(), sequence.into()]);
     // Most reports find neither: a write of sync.held that changes nothing
     // still runs its counting triggers, several times the cost of looking.
     let (letting_go, refusals_taken) = spi::select(
@@ -208,11 +206,6 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
         spi::run_with(TAKE_REFUSALS, &[id.into(), sequence.into()]);
     }
 }
-
-/// Messages a transport took for replica `$1` up to the one it applied,
-/// `$2`: published messages stay until then (sql/publish.sql).
-const CONFIRM_PUBLISHED: &str =
-    "DELETE FROM sync.outbox WHERE replica = $1 AND position <= $2 AND published";
 
 /// The rows a replica let go of by applying message `$2`.
 macro_rules! let_go {
