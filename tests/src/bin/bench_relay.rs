@@ -104,10 +104,17 @@ fn provision_one(cluster: &Cluster, rows: i64) -> (f64, f64, f64) {
     (seconds, rows as f64 / seconds, peak)
 }
 
-/// One product changed with `replicas` live replicas holding `products`:
-/// answers (milliseconds of the pass, bodies stored).
-fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64, i64, f64) {
-    let mut pg = cluster.database_with_extension("broadcast");
+/// A database of its own with `products` products and `replicas` live
+/// replicas provisioned with all of them, each having taken and confirmed
+/// what it was sent, analyzed: answers it, and the seconds the
+/// provisioning pass took.
+fn replicas_holding_every_product(
+    cluster: &Cluster,
+    db: &str,
+    replicas: i64,
+    products: i64,
+) -> (Client, f64) {
+    let mut pg = cluster.database_with_extension(db);
     pg.batch_execute(BROADCAST_SHOP).unwrap();
     fill_products(&mut pg, products);
     drain(&mut pg);
@@ -119,13 +126,20 @@ fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64
     let started = Instant::now();
     relay(&mut pg);
     let provisioning = started.elapsed().as_secs_f64();
-    // Every replica took and confirmed what it was sent.
     pg.batch_execute(
         "DELETE FROM sync.outbox; \
          UPDATE sync.replicas SET applied_sequence = last_sequence, applied_epoch = epoch",
     )
     .unwrap();
     pg.batch_execute("VACUUM ANALYZE").unwrap();
+    (pg, provisioning)
+}
+
+/// One product changed with `replicas` live replicas holding `products`:
+/// answers (milliseconds of the pass, bodies stored).
+fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64, i64, f64) {
+    let (mut pg, provisioning) =
+        replicas_holding_every_product(cluster, "broadcast", replicas, products);
     pg.batch_execute("SET magic_sync.pass_timings = on")
         .unwrap();
     pg.batch_execute(
@@ -148,23 +162,7 @@ fn broadcast_one_change(cluster: &Cluster, replicas: i64, products: i64) -> (f64
 /// to date, hold them all: answers (milliseconds of the one pass that
 /// plans and records them, changes a second).
 fn relay_a_burst(cluster: &Cluster, replicas: i64, products: i64, changes: i64) -> (f64, f64) {
-    let mut pg = cluster.database_with_extension("burst");
-    pg.batch_execute(BROADCAST_SHOP).unwrap();
-    fill_products(&mut pg, products);
-    drain(&mut pg);
-    pg.execute(
-        "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1::bigint)",
-        &[&replicas],
-    )
-    .unwrap();
-    relay(&mut pg);
-    // Every replica took and confirmed what it was sent.
-    pg.batch_execute(
-        "DELETE FROM sync.outbox; \
-         UPDATE sync.replicas SET applied_sequence = last_sequence, applied_epoch = epoch",
-    )
-    .unwrap();
-    pg.batch_execute("VACUUM ANALYZE").unwrap();
+    let (mut pg, _) = replicas_holding_every_product(cluster, "burst", replicas, products);
     pg.execute(
         "UPDATE shop.products SET price_cents = price_cents + 1, updated_at = now() \
          WHERE id IN (SELECT id FROM shop.products ORDER BY random() LIMIT $1::bigint)",
