@@ -132,21 +132,33 @@ pub fn run(sql: &str) {
     });
 }
 
-const NESTED_LOOPS_NOW: &str = "SELECT current_setting('enable_nestloop')";
-const SET_NESTED_LOOPS: &str = "SELECT set_config('enable_nestloop', $1, true)";
+const SETTING_NOW: &str = "SELECT current_setting($1)";
+const SET_FOR_THE_TRANSACTION: &str = "SELECT set_config($1, $2, true)";
+
+/// Turns one of the planner's methods (`enable_nestloop`, say) off for
+/// what is planned next; answers its setting, for `put_back`.
+fn planner_method_off(method: &str) -> String {
+    let setting = one::<String>(SETTING_NOW, &[method.into()]).unwrap_or_else(|| "on".to_owned());
+    run_with(SET_FOR_THE_TRANSACTION, &[method.into(), "off".into()]);
+    setting
+}
+
+/// Puts a planner method's setting back as `planner_method_off` found it.
+fn put_back(method: &str, setting: &str) {
+    run_with(SET_FOR_THE_TRANSACTION, &[method.into(), setting.into()]);
+}
 
 /// Runs SQL that answers no rows, planned now and without nested loops
 /// (then as before): for a join with a table whose statistics cannot be
 /// trusted to size it (see relay/plan's CHANGED_ROWS).
 pub fn run_without_nested_loops(sql: &str) {
-    let setting = one::<String>(NESTED_LOOPS_NOW, &[]).unwrap_or_else(|| "on".to_owned());
-    run_with(SET_NESTED_LOOPS, &["off".into()]);
+    let setting = planner_method_off("enable_nestloop");
     Spi::connect_mut(|client| {
         client
             .update(sql, None, &[])
             .unwrap_or_else(|e| Error::spi(sql, e).raise());
     });
-    run_with(SET_NESTED_LOOPS, &[setting.as_str().into()]);
+    put_back("enable_nestloop", &setting);
 }
 
 /// Runs SQL with arguments that answers no rows.
@@ -223,9 +235,6 @@ enum Scans {
     PagesOnly,
 }
 
-const INDEX_SCANS_NOW: &str = "SELECT current_setting('enable_indexscan')";
-const SET_INDEX_SCANS: &str = "SELECT set_config('enable_indexscan', $1, true)";
-
 fn chunks<T>(
     sql: &str,
     args: &[DatumWithOid],
@@ -235,18 +244,14 @@ fn chunks<T>(
     mut each: impl FnMut(Vec<T>),
 ) {
     // A cursor's query is planned when it opens, and only then.
-    let restore = (scans == Scans::PagesOnly).then(|| {
-        let setting = one::<String>(INDEX_SCANS_NOW, &[]).unwrap_or_else(|| "on".to_owned());
-        run_with(SET_INDEX_SCANS, &["off".into()]);
-        setting
-    });
+    let restore = (scans == Scans::PagesOnly).then(|| planner_method_off("enable_indexscan"));
     Spi::connect(|client| {
         let opened = match kept_plan(client, sql, args, false, false) {
             Some(plan) => client.try_open_cursor(&*plan.0, args),
             None => client.try_open_cursor(sql, args),
         };
         if let Some(setting) = &restore {
-            run_with(SET_INDEX_SCANS, &[setting.as_str().into()]);
+            put_back("enable_indexscan", setting);
         }
         let mut cursor = opened.unwrap_or_else(|e| Error::spi(sql, e).raise());
         loop {
