@@ -1,12 +1,13 @@
--- The counts of sync.held (docs/src/status.md, "How rows in flight are
--- counted"): sync.held_counts, kept by statement triggers on sync.held, so
+-- The counts of sync.held_recorded (docs/src/status.md, "How rows in flight
+-- are counted"): sync.held_counts, kept by statement triggers on it, so
 -- that the status reads count the rows in flight from a few thousand counts
 -- rather than from every row sent while replicas are catching up.
 --
--- Each statement that writes sync.held adds one grouped INSERT of what it
+-- Each statement that writes sync.held_recorded adds one grouped INSERT of what it
 -- changed, by (replica, table, sent, leaving): never an UPDATE of a shared
--- counter, so the relay's pass and the filing of Ups, which write sync.held
--- at once, never wait on each other here. Rows refused are not counted:
+-- counter, so the relay's pass and the filing of Ups, which write the table
+-- at once, never wait on each other here. A stand-in's rows are counted as
+-- its own; the status reads count them for its followers (sql/status.sql). Rows refused are not counted:
 -- they are never in flight.
 
 -- Rows inserted, counted in, or deleted, counted out: both triggers name
@@ -41,7 +42,7 @@ BEGIN
 END
 $$;
 
--- sync.held emptied at once: so are its counts.
+-- sync.held_recorded emptied at once: so are its counts.
 CREATE FUNCTION sync_internal.count_held_truncated() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -51,16 +52,16 @@ END
 $$;
 
 -- A trigger with transition tables takes one event only: one each.
-CREATE TRIGGER held_counts_insert AFTER INSERT ON sync.held
+CREATE TRIGGER held_counts_insert AFTER INSERT ON sync.held_recorded
     REFERENCING NEW TABLE AS held_rows
     FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_rows();
-CREATE TRIGGER held_counts_update AFTER UPDATE ON sync.held
+CREATE TRIGGER held_counts_update AFTER UPDATE ON sync.held_recorded
     REFERENCING OLD TABLE AS held_before NEW TABLE AS held_after
     FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_updated();
-CREATE TRIGGER held_counts_delete AFTER DELETE ON sync.held
+CREATE TRIGGER held_counts_delete AFTER DELETE ON sync.held_recorded
     REFERENCING OLD TABLE AS held_rows
     FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_rows();
-CREATE TRIGGER held_counts_truncate AFTER TRUNCATE ON sync.held
+CREATE TRIGGER held_counts_truncate AFTER TRUNCATE ON sync.held_recorded
     FOR EACH STATEMENT EXECUTE FUNCTION sync_internal.count_held_truncated();
 
 -- Folds the counts together: every count's rows summed into one by
@@ -77,7 +78,7 @@ CREATE TRIGGER held_counts_truncate AFTER TRUNCATE ON sync.held
 -- Run before every 16th pass (sync_internal.before_pass). One compaction at a
 -- time: another finding one at work leaves it to it. The DELETE and the
 -- INSERT are one statement, so what it adds is exactly what it took, even
--- alongside writers of sync.held adding counts meanwhile.
+-- alongside writers of sync.held_recorded adding counts meanwhile.
 CREATE FUNCTION sync_internal.compact_held_counts() RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -91,7 +92,13 @@ BEGIN
     kept AS (
         INSERT INTO sync.held_counts (replica, table_name, sent, leaving, n)
         SELECT g.replica, g.table_name,
-               CASE WHEN g.leaving OR g.sent <= r.applied_sequence THEN 0 ELSE g.sent END,
+               CASE WHEN g.leaving OR g.sent <= r.applied_sequence THEN 0
+                    -- A stand-in's rows whose message every follower
+                    -- applied (none has it unconfirmed).
+                    WHEN r.id IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM sync.follower_messages m WHERE m.stand_in_sequence = g.sent)
+                        THEN 0
+                    ELSE g.sent END,
                g.leaving, sum(g.n)
         FROM gone g LEFT JOIN sync.replicas r ON r.id = g.replica
         GROUP BY 1, 2, 3, 4
@@ -106,8 +113,8 @@ EXCEPTION WHEN serialization_failure OR deadlock_detected THEN
 END
 $$;
 
--- Counts sync.held again from scratch, replacing every count: what a relay
--- that starts does, for a database whose sync.held was written with its
+-- Counts sync.held_recorded again from scratch, replacing every count: what a relay
+-- that starts does, for a database whose sync.held_recorded was written with its
 -- triggers off (a data-only restore with --disable-triggers). Waits for a
 -- compaction at work; in one statement, so a writer's counts that commit
 -- meanwhile are neither lost nor counted twice. Answers the counts written.
@@ -122,7 +129,7 @@ BEGIN
     counted AS (
         INSERT INTO sync.held_counts (replica, table_name, sent, leaving, n)
         SELECT h.replica, h.table_name, h.sent, h.leaving IS NOT NULL, count(*)
-        FROM sync.held h WHERE h.refused IS NULL
+        FROM sync.held_recorded h WHERE h.refused IS NULL
         GROUP BY 1, 2, 3, 4
         RETURNING 1)
     SELECT count(*) FROM counted INTO written;

@@ -38,7 +38,7 @@ LANGUAGE sql STABLE AS $$
         OR EXISTS (SELECT 1 FROM sync.group_notes)
         OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now()))
         OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now())
-        OR EXISTS (SELECT 1 FROM sync.held WHERE refused IS NOT NULL AND retry_at <= now())
+        OR EXISTS (SELECT 1 FROM sync.held_recorded WHERE refused IS NOT NULL AND retry_at <= now())
         OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now());
 $$;
 
@@ -246,7 +246,7 @@ $$;
 CREATE FUNCTION sync.retry() RETURNS bigint
 LANGUAGE sql AS $$
     WITH rows AS (UPDATE sync.quarantine SET retry_at = now() RETURNING 1),
-         refused AS (UPDATE sync.held SET retry_at = now() WHERE refused IS NOT NULL RETURNING 1),
+         refused AS (UPDATE sync.held_recorded SET retry_at = now() WHERE refused IS NOT NULL RETURNING 1),
          kept AS (UPDATE sync.inbox SET retry_at = now() RETURNING 1)
     SELECT (SELECT count(*) FROM rows) + (SELECT count(*) FROM refused) + (SELECT count(*) FROM kept);
 $$;

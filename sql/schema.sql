@@ -5,8 +5,8 @@
 -- Released schema is never edited: a later version changes it in
 -- sql/magic_sync--A--B.sql. Every table here holds state that must survive a
 -- dump and restore, so each is marked for pg_dump at the end of this file,
--- but sync.held_counts: it is worked out again from sync.held as a restore
--- copies sync.held in (its triggers count each row copied).
+-- but sync.held_counts: it is worked out again from sync.held_recorded as a
+-- restore copies it in (its triggers count each row copied).
 
 -- The engine's own functions, which only the engine calls (the relay, the
 -- filing of an Up, declaring), are in schema sync_internal, out of the way
@@ -266,13 +266,16 @@ CREATE TABLE sync.replicas (
     digests_provisioned_at timestamptz
 );
 
--- What each replica holds, or has on its way: one row per row sent it.
--- A row counts as held once the replica said it applied the message that
--- carried it (sent <= replicas.applied_sequence).
+-- What each replica holds, or has on its way, as the engine records it: one
+-- row per row sent it, but for the tables a stand-in journals (below),
+-- whose rows are recorded once, as the stand-in's. Read through the view
+-- sync.held, which shows each replica what it holds. A row counts as held
+-- once the replica said it applied the message that carried it
+-- (sent <= replicas.applied_sequence).
 --
 -- The engine's own bookkeeping tables carry no foreign keys: they are
 -- written a row per row sent, and the relay deletes what it forgets itself.
-CREATE TABLE sync.held (
+CREATE TABLE sync.held_recorded (
     replica       uuid NOT NULL,
     table_name    text COLLATE "C" NOT NULL,
     key           text COLLATE "C" NOT NULL,
@@ -301,7 +304,7 @@ CREATE TABLE sync.held (
     -- When the relay sends it (or its delete) again.
     retry_at      timestamptz,
     PRIMARY KEY (replica, table_name, key)
--- Most writes of sync.held are a pass updating rows it sent before (a new
+-- Most writes of sync.held_recorded are a pass updating rows it sent before (a new
 -- note, a new message): room left on each page lets them be heap-only
 -- updates, which touch no index (an upsert of 13,000 rows took 0.11 s
 -- rather than 0.3-0.4 s on 1,000,000 rows).
@@ -310,25 +313,91 @@ CREATE TABLE sync.held (
 -- holds of the rows that changed, a row at a time rather than a pair at a
 -- time (13,000 pairs, 10 replicas: 26 ms rather than 150 ms). Small: the
 -- replicas of a key share one entry.
-CREATE INDEX held_rows ON sync.held (table_name, key);
-CREATE INDEX held_refused ON sync.held (retry_at) WHERE refused IS NOT NULL;
+CREATE INDEX held_rows ON sync.held_recorded (table_name, key);
+CREATE INDEX held_refused ON sync.held_recorded (retry_at) WHERE refused IS NOT NULL;
 -- What a replica is letting go of: every report of what it applied deletes
 -- those it applied the take-back of. Without it each report read all the
 -- replica's rows (167 ms a report with 100,000 of them, most of the CPU at
 -- 500 changes a second); few rows are leaving at once, so it costs little.
-CREATE INDEX held_leaving ON sync.held (replica, leaving) WHERE leaving IS NOT NULL;
+CREATE INDEX held_leaving ON sync.held_recorded (replica, leaving) WHERE leaving IS NOT NULL;
 
--- How many rows of sync.held, not refused, a replica has of a table by the
+-- The journal of broadcast tables (docs/src/decisions.md, "The journal for
+-- broadcast tables"). A table declared broadcast that goes down only,
+-- points at nothing and is pointed at by nothing is journaled: replicas of
+-- one partition hold the same rows of it, so the relay plans and records
+-- them once, for a stand-in of that partition, and the replicas that
+-- follow it are sent the stand-in's messages under their own heads.
+--
+-- A stand-in: planned as a replica kept up to date, of journaled tables
+-- only; its rows of sync.held_recorded are the journal. Its messages are
+-- numbered as every replica's are, and written to no outbox.
+CREATE TABLE sync.stand_ins (
+    id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    partition     text UNIQUE NULLS NOT DISTINCT,
+    -- Provisioned (its journal made from scratch) at the next pass.
+    provision     boolean NOT NULL DEFAULT true,
+    epoch         uuid,
+    last_sequence bigint NOT NULL DEFAULT 0,
+    last_nonce    bigint NOT NULL DEFAULT 0
+);
+
+-- A replica that holds exactly its stand-in's rows of every journaled
+-- table, and none of its own: each pass it is sent the stand-in's
+-- messages. It began following with its message `since_sequence`, which
+-- carried (or came after) every stand-in message up to `since`.
+CREATE TABLE sync.followers (
+    replica        uuid PRIMARY KEY,
+    stand_in       uuid NOT NULL,
+    since          bigint NOT NULL,
+    since_sequence bigint NOT NULL
+);
+CREATE INDEX followers_of ON sync.followers (stand_in);
+
+-- Which of a follower's messages carried a stand-in message, kept until
+-- the follower says it applied it: a stand-in's row a follower holds was
+-- sent it in its message here, or is applied.
+CREATE TABLE sync.follower_messages (
+    replica            uuid NOT NULL,
+    stand_in_sequence  bigint NOT NULL,
+    sequence           bigint NOT NULL,
+    PRIMARY KEY (replica, stand_in_sequence)
+);
+CREATE INDEX follower_messages_sent ON sync.follower_messages (stand_in_sequence);
+
+-- What each replica holds, or has on its way: its own rows, and a
+-- follower's stand-in's rows as its own, under its message numbers. A
+-- stand-in row a follower was sent before it began following counts as
+-- sent in its message since_sequence, one whose message it applied as
+-- well (both are applied once since_sequence is); a row leaving is shown
+-- while the follower has not applied the message that takes it back.
+CREATE VIEW sync.held AS
+    SELECT h.replica, h.table_name, h.key, h.note, h.sent, h.leaving, h.refused,
+           h.refused_by, h.refused_at, h.held_back, h.retry_at
+    FROM sync.held_recorded h
+    WHERE NOT EXISTS (SELECT 1 FROM sync.stand_ins s WHERE s.id = h.replica)
+    UNION ALL
+    SELECT f.replica, h.table_name, h.key, h.note,
+           coalesce(m.sequence, f.since_sequence), l.sequence, NULL::text,
+           NULL::bigint, NULL::timestamptz, false, NULL::timestamptz
+    FROM sync.followers f
+    JOIN sync.held_recorded h ON h.replica = f.stand_in
+    LEFT JOIN sync.follower_messages m
+      ON m.replica = f.replica AND m.stand_in_sequence = h.sent AND h.sent > f.since
+    LEFT JOIN sync.follower_messages l
+      ON l.replica = f.replica AND l.stand_in_sequence = h.leaving
+    WHERE h.leaving IS NULL OR l.sequence IS NOT NULL;
+
+-- How many rows of sync.held_recorded, not refused, a replica has of a table by the
 -- message that sent them and whether they are leaving: what the status
 -- reads count as in flight (sync_internal.table_figures), read from a few
--- thousand counts instead of every row sent. Kept by sync.held's own
--- statement triggers (sql/held_counts.sql), so every writer of sync.held
+-- thousand counts instead of every row sent. Kept by that table's own
+-- statement triggers (sql/held_counts.sql), so every writer of it
 -- is counted. Append-only: each statement adds its changes as rows of
 -- their own (+n, -n), which a reader sums, and which
 -- sync_internal.compact_held_counts() folds together every 16th pass; no
 -- writer ever waits on another's counter. A folded count of rows that can
 -- never be in flight again (sent in a message the replica said it applied,
--- not leaving) is kept at sent 0. Not marked for pg_dump: copying sync.held
+-- not leaving) is kept at sent 0. Not marked for pg_dump: copying the table
 -- in at a restore counts its rows again.
 CREATE TABLE sync.held_counts (
     replica       uuid NOT NULL,
@@ -551,7 +620,10 @@ SELECT pg_catalog.pg_extension_config_dump('sync.quarantine', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.epochs', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.relay_state', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');
-SELECT pg_catalog.pg_extension_config_dump('sync.held', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.held_recorded', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.stand_ins', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.followers', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.follower_messages', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.message_numbers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.bodies', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.outbox', '');

@@ -74,7 +74,13 @@ extension_sql_file!(
     name = "publish",
     requires = ["schema"]
 );
-// sync.held's counts, kept by its triggers, for the status reads.
+// The journal of broadcast tables: followers parting, what they applied.
+extension_sql_file!(
+    "../../sql/journal.sql",
+    name = "journal",
+    requires = ["schema"]
+);
+// sync.held_recorded's counts, kept by its triggers, for the status reads.
 extension_sql_file!(
     "../../sql/held_counts.sql",
     name = "held_counts",

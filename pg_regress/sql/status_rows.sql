@@ -116,7 +116,7 @@ SELECT sync.explain('00000000-0000-0000-0000-00000000000a', 'orders',
                     '00000000-0000-0000-0000-0000000000d4') -> 'kept_away' AS kept_away;
 
 -- A row the replica refused is set aside too, and explain says so.
-UPDATE sync.held SET refused = 'CHECK (calories >= 0) failed', refused_by = sent,
+UPDATE sync.held_recorded SET refused = 'CHECK (calories >= 0) failed', refused_by = sent,
                      refused_at = '2026-01-01 00:00:00+00', retry_at = '2999-01-01 00:00:00+00'
 WHERE replica = '00000000-0000-0000-0000-00000000000a' AND table_name = 'nutrition';
 SELECT sync.row_progress(NULL, 'nutrition', '00000000-0000-0000-0000-000000000001') -> 'places' AS places;

@@ -59,7 +59,7 @@ fn walk_recorded(seed: u64, steps: usize) {
         pg.batch_execute(
             "DELETE FROM sync.outbox; \
              UPDATE sync.replicas SET applied_sequence = last_sequence, applied_epoch = epoch; \
-             DELETE FROM sync.held WHERE leaving IS NOT NULL",
+             DELETE FROM sync.held_recorded WHERE leaving IS NOT NULL",
         )
         .unwrap();
         for id in &ids {

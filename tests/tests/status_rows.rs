@@ -554,7 +554,7 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
     pg.batch_execute(&format!(
         "INSERT INTO sync.quarantine (table_name, key, note, reason, retry_at) \
          VALUES ('products', '{p4}', 0, 'no message can carry it', now() + interval '1 day');
-         UPDATE sync.held SET refused = 'CHECK (calories >= 0) failed', refused_by = sent, \
+         UPDATE sync.held_recorded SET refused = 'CHECK (calories >= 0) failed', refused_by = sent, \
                 refused_at = now(), retry_at = now() + interval '1 day' \
          WHERE replica = '{A}' AND table_name = 'nutrition';",
         p4 = product(4),

@@ -205,7 +205,11 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
     if refusals_taken {
         spi::run_with(TAKE_REFUSALS, &[id.into(), sequence.into()]);
     }
+    // A follower's stand-in messages up to it are applied.
+    spi::run_with(FOLLOWER_APPLIED, &[id.into(), sequence.into()]);
 }
+
+const FOLLOWER_APPLIED: &str = "SELECT sync_internal.follower_applied($1, $2)";
 
 /// The rows a replica let go of by applying message `$2`.
 macro_rules! let_go {
@@ -220,15 +224,15 @@ macro_rules! refusals_taken {
     };
 }
 const HELD_TO_CHANGE: &str = concat!(
-    "SELECT EXISTS (SELECT 1 FROM sync.held WHERE ",
+    "SELECT EXISTS (SELECT 1 FROM sync.held_recorded WHERE ",
     let_go!(),
-    "), EXISTS (SELECT 1 FROM sync.held WHERE ",
+    "), EXISTS (SELECT 1 FROM sync.held_recorded WHERE ",
     refusals_taken!(),
     ")"
 );
-const LET_GO: &str = concat!("DELETE FROM sync.held WHERE ", let_go!());
+const LET_GO: &str = concat!("DELETE FROM sync.held_recorded WHERE ", let_go!());
 const TAKE_REFUSALS: &str = concat!(
-    "UPDATE sync.held SET refused = NULL, refused_by = NULL, refused_at = NULL, ",
+    "UPDATE sync.held_recorded SET refused = NULL, refused_by = NULL, refused_at = NULL, ",
     "held_back = false, retry_at = NULL WHERE ",
     refusals_taken!()
 );

@@ -112,15 +112,15 @@ pub fn against(
 }
 
 const RECORDED: &str = "\
-    SELECT sent, leaving FROM sync.held WHERE replica = $1 AND table_name = $2 AND key = $3 FOR UPDATE";
+    SELECT sent, leaving FROM sync.held_recorded WHERE replica = $1 AND table_name = $2 AND key = $3 FOR UPDATE";
 
 const REFUSE: &str = "\
-    UPDATE sync.held SET leaving = NULL, refused = $5, refused_by = $4, refused_at = now(), \
+    UPDATE sync.held_recorded SET leaving = NULL, refused = $5, refused_by = $4, refused_at = now(), \
         held_back = $6, retry_at = now() + make_interval(secs => $7) \
     WHERE replica = $1 AND table_name = $2 AND key = $3";
 
 const REFUSED_SWEEP: &str = "\
-    INSERT INTO sync.held (replica, table_name, key, note, sent, refused, refused_by, refused_at, held_back, retry_at) \
+    INSERT INTO sync.held_recorded (replica, table_name, key, note, sent, refused, refused_by, refused_at, held_back, retry_at) \
     VALUES ($1, $2, $3, 0, $4, $5, $4, now(), $6, now() + make_interval(secs => $7))";
 
 fn recorded(replica: Uuid, named: &Named) -> Option<(i64, Option<i64>)> {
@@ -200,6 +200,11 @@ pub fn take(
     rejections: &[Rejection],
     tables: &[Declared],
 ) -> Vec<Value> {
+    // A refusal is recorded on the replica's own rows: a follower of a
+    // stand-in takes its rows as its own first.
+    if !rejections.is_empty() {
+        spi::run_with("SELECT sync_internal.part($1)", &[to_pg(replica).into()]);
+    }
     rejections
         .iter()
         .map(|r| {

@@ -806,7 +806,7 @@ fn file_deletes(mut keys: Vec<String>, table: &Declared, sender: &Sender, outcom
     if table.mirror == Mirror::Both {
         let applied = outcome.applied.map_or(0, |(_, sequence)| sequence);
         spi::run_with(
-            "DELETE FROM sync.held WHERE replica = $1 AND table_name = $2 AND key = ANY($3) AND sent <= $4",
+            "DELETE FROM sync.held_recorded WHERE replica = $1 AND table_name = $2 AND key = ANY($3) AND sent <= $4",
             &[to_pg(sender.replica).into(), table.name.as_str().into(), keys.clone().into(), applied.into()],
         );
         if !refused_keys.is_empty() {

@@ -72,7 +72,7 @@ fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
     pgrx::warning!("{REDECLARED}");
     spi::run("UPDATE sync.replicas SET provision = true WHERE live");
     spi::run(
-        "DELETE FROM sync.held h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \
+        "DELETE FROM sync.held_recorded h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \
          DELETE FROM sync.quarantine q WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = q.table_name)",
     );
     true

@@ -32,7 +32,8 @@ const FORGET: &str = "\
             last_sequence = 0, last_nonce = 0, snapshot_id = NULL, snapshot_sequence = NULL \
         WHERE s.live AND NOT EXISTS (SELECT 1 FROM sync_pass_live l WHERE l.id = s.id) \
         RETURNING s.id), \
-    unheld AS (DELETE FROM sync.held h USING gone WHERE h.replica = gone.id), \
+    unheld AS (DELETE FROM sync.held_recorded h USING gone WHERE h.replica = gone.id), \
+    unfollowed AS (DELETE FROM sync.followers f USING gone WHERE f.replica = gone.id), \
     unsent AS (DELETE FROM sync.outbox o USING gone WHERE o.replica = gone.id) \
     SELECT count(*) FROM gone";
 

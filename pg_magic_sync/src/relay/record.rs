@@ -66,7 +66,7 @@ const MEMBERS: &str = "\
 /// A replica provisioned again holds nothing the server knows of until its
 /// snapshot's rows are recorded.
 const FORGET_PROVISIONED: &str = "\
-    DELETE FROM sync.held h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica";
+    DELETE FROM sync.held_recorded h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica";
 
 const STORE_BODIES: &str = "\
     INSERT INTO sync.bodies (bytes) \
@@ -774,7 +774,7 @@ impl CarriedBy {
         if upserts && fresh {
             spi::run_with(
                 &format!(
-                    "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                    "INSERT INTO sync.held_recorded (replica, table_name, key, note, sent) \
                      SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
                      WHERE op = 'u' AND fresh ORDER BY replica, table_name, key"
                 ),
@@ -784,7 +784,7 @@ impl CarriedBy {
         if upserts && known {
             spi::run_with(
                 &format!(
-                    "INSERT INTO sync.held (replica, table_name, key, note, sent) \
+                    "INSERT INTO sync.held_recorded (replica, table_name, key, note, sent) \
                      SELECT replica, table_name, key, note, sequence FROM ({CARRIED}) AS c \
                      WHERE op = 'u' AND NOT fresh ORDER BY replica, table_name, key \
                      ON CONFLICT (replica, table_name, key) DO UPDATE \
@@ -796,7 +796,7 @@ impl CarriedBy {
         if deletes && known {
             spi::run_with(
                 &format!(
-                    "UPDATE sync.held h SET leaving = c.sequence, note = c.note \
+                    "UPDATE sync.held_recorded h SET leaving = c.sequence, note = c.note \
                      FROM ({CARRIED}) AS c \
                      WHERE c.op = 'd' AND h.replica = c.replica \
                        AND h.table_name = c.table_name AND h.key = c.key"

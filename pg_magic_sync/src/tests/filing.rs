@@ -55,7 +55,7 @@ mod tests {
     /// What the relay records sending: a row held as of message `sent`.
     fn held(table: &str, key: &str, sent: i64) {
         run(&format!(
-            "INSERT INTO sync.held (replica, table_name, key, note, sent) VALUES ('{A}', '{table}', '{key}', 0, {sent}) \
+            "INSERT INTO sync.held_recorded (replica, table_name, key, note, sent) VALUES ('{A}', '{table}', '{key}', 0, {sent}) \
              ON CONFLICT (replica, table_name, key) DO UPDATE SET sent = excluded.sent, leaving = NULL"
         ));
     }
@@ -149,7 +149,7 @@ mod tests {
         run(SHOP);
         held("register_state", TILL, 9);
         run(&format!(
-            "UPDATE sync.held SET leaving = 11 WHERE key = '{TILL}'"
+            "UPDATE sync.held_recorded SET leaving = 11 WHERE key = '{TILL}'"
         ));
         let verdict = receive(&Up {
             tables: vec![edit(50)],
@@ -165,7 +165,7 @@ mod tests {
         );
         assert_eq!(battery(TILL), None);
         // One never sent it is malformed.
-        run(&format!("DELETE FROM sync.held WHERE key = '{TILL}'"));
+        run(&format!("DELETE FROM sync.held_recorded WHERE key = '{TILL}'"));
         let verdict = receive(&Up {
             tables: vec![edit(51)],
             uploads: vec![8],
@@ -353,7 +353,7 @@ mod tests {
         held("products", TEA, 11);
         held("products", JAM, 11);
         run(&format!(
-            "UPDATE sync.held SET refused = 'no', refused_by = 11 WHERE key = '{JAM}'"
+            "UPDATE sync.held_recorded SET refused = 'no', refused_by = 11 WHERE key = '{JAM}'"
         ));
         let fingerprint = magic_sync_proto::digest::fingerprint([TEA]);
         let digests = vec![

@@ -37,7 +37,7 @@ mod tests {
         VALUES ('00000000-0000-0000-0000-00000000f001', '00000000-0000-0000-0000-00000000000a',
                 'footers', '00000000-0000-0000-0000-00000000000a', '{\"text\": \"Hello\"}',
                 '\"2026-10-12T10:00:00.123456Z\"', 7, 'from the page');
-        INSERT INTO sync.held (replica, table_name, key, note, sent)
+        INSERT INTO sync.held_recorded (replica, table_name, key, note, sent)
         VALUES ('00000000-0000-0000-0000-00000000000a', 'sync_wishes',
                 '00000000-0000-0000-0000-00000000f001', 0, 11);
     ";

@@ -89,7 +89,7 @@ const CONFIRM_EVERYTHING: &str = "
     DELETE FROM sync.outbox;
     UPDATE sync.replicas SET applied_epoch = epoch, applied_sequence = last_sequence,
         applied_nonce = last_nonce, applied_at = now(), heard_at = now();
-    DELETE FROM sync.held h USING sync.replicas r
+    DELETE FROM sync.held_recorded h USING sync.replicas r
         WHERE h.replica = r.id AND h.leaving IS NOT NULL AND h.leaving <= r.applied_sequence;
     INSERT INTO sync.backlogs (replica, tables, empty)
         SELECT id, '[]', true FROM sync.replicas

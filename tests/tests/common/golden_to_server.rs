@@ -157,7 +157,7 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
     let epoch: Uuid = epoch.parse().unwrap();
     if previous == 0 {
         let snapshot: Uuid = snapshot.parse().unwrap();
-        pg.execute("DELETE FROM sync.held WHERE replica = $1", &[&replica])
+        pg.execute("DELETE FROM sync.held_recorded WHERE replica = $1", &[&replica])
             .unwrap();
         pg.execute(
             "UPDATE sync.replicas SET snapshot_id = $2, snapshot_sequence = $3 WHERE id = $1",
@@ -174,7 +174,7 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
             let relation = format!("shop.{}", part.table);
             for key in &part.deletes {
                 pg.execute(
-                    "UPDATE sync.held SET leaving = $4 WHERE replica = $1 AND table_name = $2 AND key = $3",
+                    "UPDATE sync.held_recorded SET leaving = $4 WHERE replica = $1 AND table_name = $2 AND key = $3",
                     &[&replica, &part.table, key, &sequence],
                 )
                 .unwrap();
@@ -197,7 +197,7 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
                 )
                 .unwrap();
                 pg.execute(
-                    "INSERT INTO sync.held (replica, table_name, key, note, sent) VALUES ($1, $2, $3, 0, $4) \
+                    "INSERT INTO sync.held_recorded (replica, table_name, key, note, sent) VALUES ($1, $2, $3, 0, $4) \
                      ON CONFLICT (replica, table_name, key) DO UPDATE SET sent = excluded.sent, leaving = NULL",
                     &[&replica, &part.table, key, &sequence],
                 )
@@ -219,7 +219,7 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
 fn record_wishes_sent(pg: &mut Client, replica: Uuid, part: &DownTable, sequence: i64) {
     for key in &part.deletes {
         pg.execute(
-            "UPDATE sync.held SET leaving = $4 WHERE replica = $1 AND table_name = $2 AND key = $3",
+            "UPDATE sync.held_recorded SET leaving = $4 WHERE replica = $1 AND table_name = $2 AND key = $3",
             &[&replica, &part.table, key, &sequence],
         )
         .unwrap();
@@ -249,7 +249,7 @@ fn record_wishes_sent(pg: &mut Client, replica: Uuid, part: &DownTable, sequence
         )
         .unwrap();
         pg.execute(
-            "INSERT INTO sync.held (replica, table_name, key, note, sent) VALUES ($1, $2, $3, 0, $4) \
+            "INSERT INTO sync.held_recorded (replica, table_name, key, note, sent) VALUES ($1, $2, $3, 0, $4) \
              ON CONFLICT (replica, table_name, key) DO UPDATE SET sent = excluded.sent, leaving = NULL",
             &[&replica, &part.table, key, &sequence],
         )

@@ -41,7 +41,7 @@ const TOUCHED_HELD_LOOKED_UP: &str = "\
     SELECT h.* FROM (SELECT DISTINCT table_name, key FROM sync_pass_touched WHERE replica IS NULL) AS t \
     CROSS JOIN LATERAL ( \
         SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
-        FROM sync.held h WHERE h.table_name = t.table_name AND h.key = t.key OFFSET 0) AS h \
+        FROM sync.held_recorded h WHERE h.table_name = t.table_name AND h.key = t.key OFFSET 0) AS h \
     WHERE EXISTS (SELECT 1 FROM sync_pass_current r WHERE r.id = h.replica) \
     UNION \
     SELECT h.* FROM ( \
@@ -49,7 +49,7 @@ const TOUCHED_HELD_LOOKED_UP: &str = "\
         FROM sync_pass_touched t JOIN sync_pass_current r ON r.id = t.replica) AS p \
     CROSS JOIN LATERAL ( \
         SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
-        FROM sync.held h \
+        FROM sync.held_recorded h \
         WHERE h.replica = p.replica AND h.table_name = p.table_name AND h.key = p.key OFFSET 0) AS h";
 
 /// Whether the pairs (replica, row touched) are fewer than an eighth of the
@@ -64,20 +64,20 @@ const FEW_PAIRS_TOUCHED: &str = "\
     SELECT (SELECT count(*) FROM sync_pass_touched WHERE replica IS NULL) \
            * (SELECT count(*) FROM sync_pass_current) \
            + (SELECT count(*) FROM sync_pass_touched WHERE replica IS NOT NULL) \
-         < greatest((SELECT reltuples FROM pg_class WHERE oid = 'sync.held'::regclass), \
-                    pg_stat_get_live_tuples('sync.held'::regclass)) / 8";
+         < greatest((SELECT reltuples FROM pg_class WHERE oid = 'sync.held_recorded'::regclass), \
+                    pg_stat_get_live_tuples('sync.held_recorded'::regclass)) / 8";
 
 /// The same, by the planner's choice.
 const TOUCHED_HELD: &str = "\
     INSERT INTO sync_pass_touched_held \
     SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
     FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
-    JOIN sync.held h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key \
+    JOIN sync.held_recorded h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key \
     WHERE t.replica IS NULL \
     UNION \
     SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
     FROM sync_pass_touched t JOIN sync_pass_current r ON r.id = t.replica \
-    JOIN sync.held h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key";
+    JOIN sync.held_recorded h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key";
 
 /// The held rows touched are in question.
 const TOUCHED_AND_HELD: &str = "\
@@ -90,7 +90,7 @@ const QUESTION_HELD_REACHED: &str = "\
     WITH added AS ( \
         INSERT INTO sync_pass_question \
         SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c \
-        JOIN sync.held h ON h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key \
+        JOIN sync.held_recorded h ON h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key \
         WHERE h.leaving IS NULL AND NOT EXISTS ( \
             SELECT 1 FROM sync_pass_question q \
             WHERE q.replica = c.replica AND q.table_name = c.table_name AND q.key = c.key) \
@@ -128,7 +128,7 @@ const KEEP_REACHED: &str = "\
                           WHERE b.table_name = c.table_name AND b.key = c.key) \
         RETURNING replica, table_name, key) \
     INSERT INTO sync_pass_frontier SELECT a.* FROM added a \
-    WHERE NOT EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = a.replica \
+    WHERE NOT EXISTS (SELECT 1 FROM sync.held_recorded h WHERE h.replica = a.replica \
                       AND h.table_name = a.table_name AND h.key = a.key AND h.leaving IS NULL) \
        OR EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = a.replica \
                   AND q.table_name = a.table_name AND q.key = a.key)";
@@ -138,7 +138,7 @@ const PLAN_SENDS: &str = "\
     INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
     SELECT w.replica, w.table_name, w.key, 'u', coalesce(c.note, h.note, 0) \
     FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_want) AS w \
-    LEFT JOIN sync.held h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key \
+    LEFT JOIN sync.held_recorded h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key \
     LEFT JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key \
     WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused IS NOT NULL";
 
@@ -158,7 +158,7 @@ const PLAN_TAKE_BACKS: &str = "\
     INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
     SELECT q.replica, q.table_name, q.key, 'd', coalesce(c.note, h.note, 0) \
     FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_question) AS q \
-    JOIN sync.held h ON h.replica = q.replica AND h.table_name = q.table_name AND h.key = q.key \
+    JOIN sync.held_recorded h ON h.replica = q.replica AND h.table_name = q.table_name AND h.key = q.key \
     LEFT JOIN sync_pass_changed c ON c.table_name = q.table_name AND c.key = q.key \
     WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
                       WHERE w.replica = q.replica AND w.table_name = q.table_name AND w.key = q.key)";
@@ -298,7 +298,7 @@ fn keep(tables: &[Declared], closes: bool) {
     }
     spi::run(
         "INSERT INTO sync_pass_frontier SELECT w.* FROM sync_pass_want w \
-         WHERE NOT EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = w.replica \
+         WHERE NOT EXISTS (SELECT 1 FROM sync.held_recorded h WHERE h.replica = w.replica \
                            AND h.table_name = w.table_name AND h.key = w.key AND h.leaving IS NULL) \
             OR EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = w.replica \
                        AND q.table_name = w.table_name AND q.key = w.key)",
@@ -350,7 +350,7 @@ fn keep_touched(tables: &[Declared], blocked: bool) {
 fn keep_what_others_lean_on(tables: &[Declared]) {
     let held_outside = |alias: &str| {
         format!(
-            "EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = {alias}.replica \
+            "EXISTS (SELECT 1 FROM sync.held_recorded h WHERE h.replica = {alias}.replica \
              AND h.table_name = {alias}.table_name AND h.key = {alias}.key AND h.leaving IS NULL) \
              AND NOT EXISTS (SELECT 1 FROM sync_pass_question q2 WHERE q2.replica = {alias}.replica \
              AND q2.table_name = {alias}.table_name AND q2.key = {alias}.key)"
@@ -405,7 +405,7 @@ fn keep_followers_of_what_stays(tables: &[Declared]) {
             "INSERT INTO sync_pass_want \
              SELECT c.replica, c.table_name, c.key FROM sync_pass_candidates c \
              JOIN {rel} AS t ON c.table_name = {name} AND {is_c} \
-             JOIN sync.held h ON h.replica = c.replica AND h.table_name = {parent} \
+             JOIN sync.held_recorded h ON h.replica = c.replica AND h.table_name = {parent} \
                   AND h.key = {parent_key} AND h.leaving IS NULL \
              WHERE NOT EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = h.replica \
                                AND q.table_name = h.table_name AND q.key = h.key)",

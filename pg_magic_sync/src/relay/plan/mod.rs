@@ -74,7 +74,7 @@ const RELEASE_DUE: &str = "\
 /// fixed the cause. For that replica only.
 const REFUSED_DUE: &str = "\
     WITH due AS ( \
-        UPDATE sync.held SET retry_at = now() + current_setting('magic_sync.retry_every')::interval \
+        UPDATE sync.held_recorded SET retry_at = now() + current_setting('magic_sync.retry_every')::interval \
         WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) \
         RETURNING replica, table_name, key) \
     INSERT INTO sync_pass_touched SELECT replica, table_name, key FROM due";
