@@ -336,6 +336,29 @@ BEGIN
         WHERE s.unconfirmed AND (c.leaving OR c.sent > s.applied_sequence)
           AND EXISTS (SELECT 1 FROM s WHERE s.unconfirmed)
         GROUP BY c.table_name
+        UNION ALL
+        -- A follower's share of its stand-in's rows (schema.sql's view
+        -- sync.held): sent before it began following, in flight while its
+        -- first message as a follower is unconfirmed; sent since, while its
+        -- message that carried them is.
+        SELECT c.table_name, sum(c.n)
+        FROM sync.followers f JOIN s ON s.id = f.replica
+        JOIN sync.held_counts c ON c.replica = f.stand_in AND NOT c.leaving
+        WHERE s.unconfirmed
+          AND ((c.sent <= f.since AND f.since_sequence > s.applied_sequence)
+               OR (c.sent > f.since AND EXISTS (
+                   SELECT 1 FROM sync.follower_messages m
+                   WHERE m.replica = f.replica AND m.stand_in_sequence = c.sent
+                     AND m.sequence > s.applied_sequence)))
+        GROUP BY c.table_name
+        UNION ALL
+        -- Its stand-in's rows taken back by a message it has not applied.
+        SELECT h.table_name, count(*)
+        FROM sync.followers f JOIN s ON s.id = f.replica
+        JOIN sync.held_recorded h ON h.replica = f.stand_in AND h.leaving IS NOT NULL
+        JOIN sync.follower_messages m ON m.replica = f.replica AND m.stand_in_sequence = h.leaving
+        WHERE s.unconfirmed AND m.sequence > s.applied_sequence
+        GROUP BY h.table_name
     ),
     set_aside AS MATERIALIZED (
         SELECT q.table_name, count(*) AS n FROM sync.quarantine q GROUP BY q.table_name

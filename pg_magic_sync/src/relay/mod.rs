@@ -9,6 +9,7 @@ pub mod scratch;
 pub mod gate;
 pub mod epochs;
 pub mod observe;
+pub mod journal;
 pub mod plan;
 pub mod cohorts;
 pub mod load;
@@ -70,7 +71,7 @@ fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
         &[REDECLARED.into()],
     );
     pgrx::warning!("{REDECLARED}");
-    spi::run("UPDATE sync.replicas SET provision = true WHERE live");
+    spi::run("UPDATE sync.replicas SET provision = true WHERE live; UPDATE sync.stand_ins SET provision = true");
     spi::run(
         "DELETE FROM sync.held_recorded h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \
          DELETE FROM sync.quarantine q WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = q.table_name)",
@@ -106,6 +107,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let redeclared = provision_all_if_redeclared(&declarations);
     steps.end("observe");
     let tables = catalog::wishes::with_wishes(declarations.declared());
+    journal::prepare(&tables, epoch.id);
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
     let batch = notes

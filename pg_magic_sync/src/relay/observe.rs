@@ -34,6 +34,7 @@ const FORGET: &str = "\
         RETURNING s.id), \
     unheld AS (DELETE FROM sync.held_recorded h USING gone WHERE h.replica = gone.id), \
     unfollowed AS (DELETE FROM sync.followers f USING gone WHERE f.replica = gone.id), \
+    unmapped AS (DELETE FROM sync.follower_messages m USING gone WHERE m.replica = gone.id), \
     unsent AS (DELETE FROM sync.outbox o USING gone WHERE o.replica = gone.id) \
     SELECT count(*) FROM gone";
 

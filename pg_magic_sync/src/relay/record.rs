@@ -24,6 +24,7 @@ use crate::message::envelope::{self, Head, Kind};
 use crate::message::pack::{Op, Packer};
 use crate::message::seal::{self, Sealed};
 use crate::relay::epochs::Epoch;
+use crate::relay::journal;
 use crate::relay::steps::Steps;
 use crate::spi::{self, from_pg, to_pg};
 use magic_sync_proto::key::KeyType;
@@ -58,15 +59,47 @@ const PARTS: &str = "\
     FROM sync_pass_representatives r JOIN sync_pass_whole w ON w.replica = r.replica \
     ORDER BY 1";
 
+/// The replicas of each cohort, stand-ins first: a follower is sent the
+/// stand-in's messages, which it numbers first.
 const MEMBERS: &str = "\
-    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce \
+    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce, false, r.partition \
     FROM sync_pass_cohorts c JOIN sync.replicas s ON s.id = c.replica \
-    ORDER BY c.cohort, c.replica";
+    JOIN sync_pass_replicas r ON r.id = c.replica \
+    UNION ALL \
+    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce, true, s.partition \
+    FROM sync_pass_cohorts c JOIN sync.stand_ins s ON s.id = c.replica \
+    ORDER BY 1, 6 DESC, 2";
+
+/// The followers kept up to date this pass, each with its stand-in: each
+/// is sent its stand-in's messages, in its stand-in's cohort.
+const FOLLOWERS: &str = "\
+    SELECT f.replica, f.stand_in, s.last_sequence, s.last_nonce \
+    FROM sync.followers f JOIN sync_pass_current c ON c.id = f.replica \
+    JOIN sync.replicas s ON s.id = f.replica ORDER BY f.replica";
 
 /// A replica provisioned again holds nothing the server knows of until its
 /// snapshot's rows are recorded.
 const FORGET_PROVISIONED: &str = "\
-    DELETE FROM sync.held_recorded h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica";
+    DELETE FROM sync.held_recorded h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica; \
+    DELETE FROM sync.followers f USING sync_pass_cohorts c WHERE c.provision AND f.replica = c.replica; \
+    DELETE FROM sync.follower_messages m USING sync_pass_cohorts c WHERE c.provision AND m.replica = c.replica";
+
+/// A replica provisioned with its snapshot while its stand-in is kept up to
+/// date holds the stand-in's rows of journaled tables after this pass: it
+/// follows it from its last message of the pass.
+const BEGIN_FOLLOWING: &str = "\
+    INSERT INTO sync.followers (replica, stand_in, since, since_sequence) \
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[])";
+
+const FOLLOWER_MESSAGES: &str = "\
+    INSERT INTO sync.follower_messages (replica, stand_in_sequence, sequence) \
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[])";
+
+const ADVANCE_STAND_INS: &str = "\
+    UPDATE sync.stand_ins s SET epoch = $1, last_sequence = u.last_sequence, \
+        last_nonce = u.last_nonce, provision = false \
+    FROM unnest($2::uuid[], $3::bigint[], $4::bigint[]) AS u(id, last_sequence, last_nonce) \
+    WHERE s.id = u.id";
 
 const STORE_BODIES: &str = "\
     INSERT INTO sync.bodies (bytes) \
@@ -77,11 +110,15 @@ const WRITE_OUTBOX: &str = "\
     SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::bytea[], $6::bigint[])";
 
 /// Which message carried each row, for every replica that was sent it.
+/// A replica that begins following records no rows of journaled tables
+/// (`$11`) of its own (`m.follows`).
 const CARRIED: &str = "\
     SELECT m.replica, r.table_name, r.key, r.note, m.sequence, r.op, m.fresh \
-    FROM unnest($1::int[], $2::uuid[], $3::bigint[], $9::bool[]) AS m(body, replica, sequence, fresh) \
+    FROM unnest($1::int[], $2::uuid[], $3::bigint[], $9::bool[], $10::bool[]) \
+         AS m(body, replica, sequence, fresh, follows) \
     JOIN unnest($4::int[], $5::text[], $6::text[], $7::bigint[], $8::text[]) \
-         AS r(body, table_name, key, note, op) ON r.body = m.body";
+         AS r(body, table_name, key, note, op) ON r.body = m.body \
+    WHERE NOT (m.follows AND r.table_name = ANY($11::text[]))";
 
 const ADVANCE_CHAINS: &str = "\
     UPDATE sync.replicas s SET epoch = $1, last_sequence = u.last_sequence, \
@@ -101,10 +138,11 @@ const FLUSH_BYTES: usize = 8 << 20;
 /// answers them all (sql/relay.sql undoes the pass, sets them aside and
 /// plans again).
 pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut Steps) -> Recorded {
-    let members = members();
-    if members.values().flatten().any(|m| m.provision) {
+    let mut members = members();
+    if members.members.values().any(|m| m.provision) {
         spi::run(FORGET_PROVISIONED);
     }
+    members.journaled = journal::journaled(tables).into_iter().collect();
     let mut writer = Writer::new(epoch, members, end_of_snapshot(tables), steps);
     let mut too_large = Vec::new();
     let cohorts = parts_by_cohort();
@@ -419,9 +457,12 @@ impl Packing {
     }
 }
 
-/// One replica of a cohort, and where its chain stands.
+/// One replica of a pass, and where its chain stands: shared by every
+/// cohort it is in (a follower is in its stand-in's and its own).
 struct Member {
     replica: Uuid,
+    /// What it is to the journal of broadcast tables.
+    role: Role,
     provision: bool,
     snapshot: Option<Uuid>,
     previous: u64,
@@ -430,8 +471,28 @@ struct Member {
     ended: bool,
 }
 
-fn members() -> BTreeMap<i32, Vec<Member>> {
-    let mut cohorts: BTreeMap<i32, Vec<Member>> = BTreeMap::new();
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// A replica with rows of its own only.
+    Own,
+    /// A stand-in: its rows are the journal, it has no outbox.
+    StandIn,
+    /// A replica provisioned in this pass that follows this stand-in from
+    /// its last message of the pass.
+    BeginsFollowing(Uuid),
+}
+
+/// The pass's replicas, and the cohorts each is in, in the order its
+/// messages are numbered.
+#[derive(Default)]
+struct Members {
+    members: BTreeMap<Uuid, Member>,
+    cohorts: BTreeMap<i32, Vec<Uuid>>,
+    journaled: Vec<String>,
+}
+
+fn members() -> Members {
+    let mut read: Vec<(i32, Member, Option<String>)> = Vec::new();
     spi::for_each_chunk(
         MEMBERS,
         10_000,
@@ -446,8 +507,11 @@ fn members() -> BTreeMap<i32, Vec<Member>> {
                 )
             };
             let cohort: i32 = spi::column(row, 1, "sync_pass_cohorts.cohort");
+            let stand_in: bool = spi::column(row, 6, "whether it is a stand-in");
+            let partition = spi::nullable::<String>(row, 7, "its partition");
             let member = Member {
                 replica: from_pg(spi::column(row, 2, "sync_pass_cohorts.replica")),
+                role: if stand_in { Role::StandIn } else { Role::Own },
                 provision,
                 snapshot: provision.then(Uuid::new_v4),
                 previous,
@@ -455,15 +519,60 @@ fn members() -> BTreeMap<i32, Vec<Member>> {
                 first_sequence: None,
                 ended: false,
             };
-            (cohort, member)
+            (cohort, member, partition)
+        },
+        |rows| read.extend(rows),
+    );
+    let mut all = Members::default();
+    // A stand-in kept up to date (or provisioned) this pass, by partition:
+    // replicas provisioned beside it begin following it.
+    let stand_ins: BTreeMap<Option<String>, (Uuid, i32)> = read
+        .iter()
+        .filter(|(_, m, _)| m.role == Role::StandIn)
+        .map(|(cohort, m, partition)| (partition.clone(), (m.replica, *cohort)))
+        .collect();
+    for (cohort, mut member, partition) in read {
+        if member.role == Role::Own && member.provision {
+            if let Some((stand_in, _)) = stand_ins.get(&partition) {
+                member.role = Role::BeginsFollowing(*stand_in);
+            }
+        }
+        all.cohorts.entry(cohort).or_default().push(member.replica);
+        all.members.insert(member.replica, member);
+    }
+    let by_id: BTreeMap<Uuid, i32> = stand_ins.values().copied().collect();
+    spi::for_each_chunk(
+        FOLLOWERS,
+        10_000,
+        |row| {
+            (
+                from_pg(spi::column(row, 1, "sync.followers.replica")),
+                from_pg(spi::column(row, 2, "sync.followers.stand_in")),
+                spi::column::<i64>(row, 3, "sync.replicas.last_sequence") as u64,
+                spi::column::<i64>(row, 4, "sync.replicas.last_nonce") as u64,
+            )
         },
         |rows| {
-            for (cohort, member) in rows {
-                cohorts.entry(cohort).or_default().push(member);
+            for (replica, stand_in, previous, previous_nonce) in rows {
+                // A stand-in with nothing to send this pass has no cohort.
+                let Some(cohort) = by_id.get(&stand_in) else {
+                    continue;
+                };
+                all.cohorts.entry(*cohort).or_default().push(replica);
+                all.members.entry(replica).or_insert(Member {
+                    replica,
+                    role: Role::Own,
+                    provision: false,
+                    snapshot: None,
+                    previous,
+                    previous_nonce,
+                    first_sequence: None,
+                    ended: false,
+                });
             }
         },
     );
-    cohorts
+    all
 }
 
 /// The EndSnapshot body every snapshot of this pass ends with: every table
@@ -485,7 +594,7 @@ struct Pending {
 struct Writer<'e> {
     epoch: &'e Epoch,
     steps: &'e mut Steps,
-    cohorts: BTreeMap<i32, Vec<Member>>,
+    members: Members,
     end_body: Vec<u8>,
     pending: Vec<Pending>,
     pending_rows: usize,
@@ -496,14 +605,14 @@ struct Writer<'e> {
 impl<'e> Writer<'e> {
     fn new(
         epoch: &'e Epoch,
-        cohorts: BTreeMap<i32, Vec<Member>>,
+        members: Members,
         end_body: Vec<u8>,
         steps: &'e mut Steps,
     ) -> Self {
         Writer {
             epoch,
             steps,
-            cohorts,
+            members,
             end_body,
             pending: Vec::new(),
             pending_rows: 0,
@@ -526,16 +635,16 @@ impl<'e> Writer<'e> {
     /// The end of a cohort's snapshot, for those of its members being
     /// provisioned.
     fn end_cohort(&mut self, cohort: i32) {
-        let provisioned = self
-            .cohorts
-            .get(&cohort)
-            .is_some_and(|members| members.iter().any(|m| m.provision));
+        let ids = self.members.cohorts.get(&cohort).cloned().unwrap_or_default();
+        let provisioned = ids.iter().any(|id| self.members.members[id].provision);
         if provisioned {
             let bytes = self.end_body.clone();
             self.body(cohort, Kind::End, bytes, Vec::new());
         }
-        for member in self.cohorts.get_mut(&cohort).into_iter().flatten() {
-            member.ended = true;
+        for id in &ids {
+            if let Some(member) = self.members.members.get_mut(id) {
+                member.ended = true;
+            }
         }
     }
 
@@ -565,16 +674,41 @@ impl<'e> Writer<'e> {
         let mut numbers = draw_numbers(count).into_iter();
         let mut outbox = Outbox::default();
         let mut carried = CarriedBy::default();
+        let mut followed = FollowerMessages::default();
         for (index, (body, id)) in pending.iter().zip(ids).enumerate() {
             let epoch = self.epoch;
-            let members = self.cohorts.get_mut(&body.cohort).into_iter().flatten();
-            for member in members.filter(|m| body.kind != Kind::End || m.provision) {
+            let ids = self.members.cohorts.get(&body.cohort).cloned().unwrap_or_default();
+            // The stand-in's number for this body, which its followers'
+            // messages carry (it comes first in its cohort).
+            let mut stand_in_sequence = None;
+            for replica in ids {
+                let Some(member) = self.members.members.get_mut(&replica) else {
+                    continue;
+                };
+                if body.kind == Kind::End && !member.provision {
+                    continue;
+                }
                 let sequence = numbers.next().expect("a number for every message") as u64;
                 let head = next_head(epoch, member, sequence);
-                outbox.push(member.replica, body.kind, &head, id);
-                if body.kind == Kind::Down {
-                    carried.message(index as i32, member.replica, sequence, member.provision);
+                let down = body.kind == Kind::Down;
+                match (member.role, stand_in_sequence) {
+                    (Role::StandIn, _) => {
+                        stand_in_sequence = Some(sequence);
+                        if down {
+                            carried.message(index as i32, replica, sequence, member.provision, false);
+                        }
+                        continue;
+                    }
+                    (_, Some(carrying)) if !member.provision => {
+                        followed.push(replica, carrying, sequence);
+                    }
+                    (role, _) if down => {
+                        let begins = matches!(role, Role::BeginsFollowing(_));
+                        carried.message(index as i32, replica, sequence, member.provision, begins);
+                    }
+                    _ => {}
                 }
+                outbox.push(replica, body.kind, &head, id);
             }
             self.recorded.bodies += 1;
             for row in &body.rows {
@@ -586,16 +720,19 @@ impl<'e> Writer<'e> {
         outbox.write();
         self.steps.add("record.outbox", started.elapsed());
         let started = Instant::now();
-        carried.write();
+        carried.write(&self.members.journaled);
+        followed.write();
         self.steps.add("record.held", started.elapsed());
     }
 
     /// The members a body is sent to.
     fn members_sent<'a>(&'a self, body: &'a Pending) -> impl Iterator<Item = &'a Member> + 'a {
-        self.cohorts
+        self.members
+            .cohorts
             .get(&body.cohort)
             .into_iter()
             .flatten()
+            .filter_map(|id| self.members.members.get(id))
             .filter(move |m| body.kind != Kind::End || m.provision)
     }
 
@@ -603,21 +740,23 @@ impl<'e> Writer<'e> {
     /// nothing to send, and moves every member's chain forward.
     fn finish(mut self) -> Recorded {
         let unended: Vec<i32> = self
+            .members
             .cohorts
             .iter()
-            .filter(|(_, members)| members.iter().any(|m| !m.ended))
+            .filter(|(_, ids)| ids.iter().any(|id| !self.members.members[id].ended))
             .map(|(cohort, _)| *cohort)
             .collect();
         for cohort in unended {
             self.end_cohort(cohort);
         }
         self.flush();
-        write_chains(self.epoch, self.cohorts.values().flatten());
-        self.recorded.provisioned = self
-            .cohorts
+        let members = &self.members.members;
+        write_chains(self.epoch, members.values().filter(|m| m.role != Role::StandIn));
+        write_stand_ins(self.epoch, members.values().filter(|m| m.role == Role::StandIn));
+        begin_following(members);
+        self.recorded.provisioned = members
             .values()
-            .flatten()
-            .filter(|m| m.provision)
+            .filter(|m| m.provision && m.role != Role::StandIn)
             .count() as i64;
         self.recorded
     }
@@ -725,6 +864,9 @@ struct CarriedBy {
     m_sequence: Vec<i64>,
     /// Whether the replica is being provisioned: it holds nothing yet.
     m_fresh: Vec<bool>,
+    /// Whether it begins following its stand-in: it records no rows of
+    /// journaled tables.
+    m_follows: Vec<bool>,
     r_body: Vec<i32>,
     r_table: Vec<String>,
     r_key: Vec<String>,
@@ -733,11 +875,12 @@ struct CarriedBy {
 }
 
 impl CarriedBy {
-    fn message(&mut self, body: i32, replica: Uuid, sequence: u64, fresh: bool) {
+    fn message(&mut self, body: i32, replica: Uuid, sequence: u64, fresh: bool, follows: bool) {
         self.m_body.push(body);
         self.m_replica.push(to_pg(replica));
         self.m_sequence.push(sequence as i64);
         self.m_fresh.push(fresh);
+        self.m_follows.push(follows);
     }
 
     fn row(&mut self, body: i32, row: &Carried) {
@@ -749,7 +892,7 @@ impl CarriedBy {
         self.r_op.push(row.op.code().to_owned());
     }
 
-    fn write(self) {
+    fn write(self, journaled: &[String]) {
         if self.r_body.is_empty() || self.m_body.is_empty() {
             return;
         }
@@ -769,6 +912,8 @@ impl CarriedBy {
             self.r_note.into(),
             self.r_op.into(),
             self.m_fresh.into(),
+            self.m_follows.into(),
+            journaled.to_vec().into(),
         ];
         // A replica being provisioned holds nothing yet: nothing to update.
         if upserts && fresh {
@@ -832,6 +977,92 @@ fn write_chains<'a>(epoch: &Epoch, members: impl Iterator<Item = &'a Member>) {
             last_nonce.into(),
             snapshot_id.into(),
             snapshot_sequence.into(),
+        ],
+    );
+}
+
+/// Which of its messages carried each stand-in message, for every follower
+/// sent one.
+#[derive(Default)]
+struct FollowerMessages {
+    replica: Vec<pgrx::Uuid>,
+    stand_in_sequence: Vec<i64>,
+    sequence: Vec<i64>,
+}
+
+impl FollowerMessages {
+    fn push(&mut self, replica: Uuid, stand_in_sequence: u64, sequence: u64) {
+        self.replica.push(to_pg(replica));
+        self.stand_in_sequence.push(stand_in_sequence as i64);
+        self.sequence.push(sequence as i64);
+    }
+
+    fn write(self) {
+        if self.replica.is_empty() {
+            return;
+        }
+        spi::run_with(
+            FOLLOWER_MESSAGES,
+            &[
+                self.replica.into(),
+                self.stand_in_sequence.into(),
+                self.sequence.into(),
+            ],
+        );
+    }
+}
+
+fn write_stand_ins<'a>(epoch: &Epoch, stand_ins: impl Iterator<Item = &'a Member>) {
+    let mut id = Vec::new();
+    let mut last_sequence = Vec::new();
+    let mut last_nonce = Vec::new();
+    for member in stand_ins {
+        id.push(to_pg(member.replica));
+        last_sequence.push(member.previous as i64);
+        last_nonce.push(member.previous_nonce as i64);
+    }
+    if id.is_empty() {
+        return;
+    }
+    spi::run_with(
+        ADVANCE_STAND_INS,
+        &[
+            to_pg(epoch.id).into(),
+            id.into(),
+            last_sequence.into(),
+            last_nonce.into(),
+        ],
+    );
+}
+
+/// The replicas provisioned beside their stand-in follow it from now.
+fn begin_following(members: &BTreeMap<Uuid, Member>) {
+    let mut replica = Vec::new();
+    let mut stand_in = Vec::new();
+    let mut since = Vec::new();
+    let mut since_sequence = Vec::new();
+    for member in members.values() {
+        let Role::BeginsFollowing(followed) = member.role else {
+            continue;
+        };
+        let Some(stand) = members.get(&followed) else {
+            continue;
+        };
+        replica.push(to_pg(member.replica));
+        stand_in.push(to_pg(followed));
+        since.push(stand.previous as i64);
+        since_sequence.push(member.previous as i64);
+    }
+    if replica.is_empty() {
+        return;
+    }
+    spi::run_with(
+        BEGIN_FOLLOWING,
+        &[
+            replica.into(),
+            stand_in.into(),
+            since.into(),
+            since_sequence.into(),
         ],
     );
 }

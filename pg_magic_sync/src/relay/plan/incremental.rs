@@ -23,7 +23,7 @@ use super::reach::{children, row_is, rule_rows, rule_rows_of};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::Declared;
-use crate::relay::scratch;
+use crate::relay::{journal, scratch};
 use crate::spi;
 
 const CURRENT: &str = "\
@@ -280,8 +280,10 @@ fn keep(tables: &[Declared], closes: bool) {
          FROM ({CANDIDATES_TOUCHED}{CANDIDATES_IN_QUESTION}) AS c{not_blocked}"
     ));
     scratch::analyze(&["sync_pass_candidates", "sync_pass_question"]);
+    let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
-        if let Some(rows) = rule_rows(table, "sync_pass_current", Some("sync_pass_candidates")) {
+        let current = journal::planned_for(table, &journaled, "sync_pass_current");
+        if let Some(rows) = rule_rows(table, &current, Some("sync_pass_candidates")) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_want SELECT * FROM ({rows}) AS s"
             ));
@@ -324,6 +326,7 @@ fn keep_touched(tables: &[Declared], blocked: bool) {
         true => format!(" AND {}", not_blocked("t")),
         false => String::new(),
     };
+    let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         let name = quote_literal(&table.name);
         let for_every = format!(
@@ -334,8 +337,9 @@ fn keep_touched(tables: &[Declared], blocked: bool) {
             "(SELECT DISTINCT replica, table_name, key FROM sync_pass_touched t \
              WHERE t.replica IS NOT NULL AND t.table_name = {name}{not_blocked})"
         );
-        let every = rule_rows_of(table, "sync_pass_current", &for_every);
-        let one = rule_rows(table, "sync_pass_current", Some(&for_one));
+        let current = journal::planned_for(table, &journaled, "sync_pass_current");
+        let every = rule_rows_of(table, &current, &for_every);
+        let one = rule_rows(table, &current, Some(&for_one));
         if let (Some(every), Some(one)) = (every, one) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_want \

@@ -23,7 +23,7 @@ mod snapshot;
 
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::{Declared, Rule};
-use crate::relay::scratch;
+use crate::relay::{journal, scratch};
 use crate::spi;
 
 const READ_NOTES: &str = "\
@@ -134,6 +134,7 @@ pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> Planne
         "sync_pass_old_pointers",
     ]);
     spi::run(REPLICAS);
+    journal::stand_ins_of_replicas(tables);
     scratch::analyze(&["sync_pass_replicas"]);
     let provisioning = snapshot::plan_snapshots(tables);
     let changes = incremental::plan_changes(tables);
