@@ -214,10 +214,12 @@ $$;
 CREATE FUNCTION sync_internal.set_aside(rows jsonb) RETURNS void
 LANGUAGE sql AS $$
     WITH aside AS (
-        SELECT (r->>'table') COLLATE "C" AS table_name, (r->>'key') COLLATE "C" AS key,
+        SELECT DISTINCT ON (1, 2) (r->>'table') COLLATE "C" AS table_name, (r->>'key') COLLATE "C" AS key,
                (r->>'note')::bigint AS note,
                r->>'reason' AS reason
-        FROM jsonb_array_elements(rows) AS r)
+        FROM jsonb_array_elements(rows) AS r
+        -- A row too large for one cohort is for another too (a stand-in's).
+        ORDER BY 1, 2, 3 DESC)
     INSERT INTO sync.quarantine (table_name, key, note, reason, retry_at)
     SELECT a.table_name, a.key, greatest(a.note, newest.note), a.reason,
            now() + current_setting('magic_sync.retry_every')::interval

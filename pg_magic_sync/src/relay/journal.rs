@@ -25,6 +25,12 @@ const PART_FROM_PROVISIONED: &str = "\
     SELECT sync_internal.part(f.replica) FROM sync.followers f \
     JOIN sync.stand_ins s ON s.id = f.stand_in WHERE s.provision";
 
+/// A replica provisioned again holds nothing yet: it stops following, and
+/// is planned every journaled table's snapshot.
+const STOP_FOLLOWING_PROVISIONED: &str = "\
+    DELETE FROM sync.followers f USING sync.replicas r WHERE r.id = f.replica AND r.provision; \
+    DELETE FROM sync.follower_messages m USING sync.replicas r WHERE r.id = m.replica AND r.provision";
+
 const STAND_INS: &str = "\
     INSERT INTO sync_pass_replicas (id, provision, partition) \
     SELECT id, provision, partition FROM sync.stand_ins";
@@ -54,11 +60,9 @@ pub fn prepare(tables: &[Declared], epoch: uuid::Uuid) {
         return;
     }
     spi::run(MAKE_STAND_INS);
-    spi::run_with(
-        PROVISION_STAND_INS_OF_OTHER_EPOCHS,
-        &[to_pg(epoch).into()],
-    );
+    spi::run_with(PROVISION_STAND_INS_OF_OTHER_EPOCHS, &[to_pg(epoch).into()]);
     spi::run(PART_FROM_PROVISIONED);
+    spi::run(STOP_FOLLOWING_PROVISIONED);
     spi::run("SELECT sync_internal.let_go_of_journal()");
 }
 

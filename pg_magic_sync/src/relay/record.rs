@@ -603,12 +603,7 @@ struct Writer<'e> {
 }
 
 impl<'e> Writer<'e> {
-    fn new(
-        epoch: &'e Epoch,
-        members: Members,
-        end_body: Vec<u8>,
-        steps: &'e mut Steps,
-    ) -> Self {
+    fn new(epoch: &'e Epoch, members: Members, end_body: Vec<u8>, steps: &'e mut Steps) -> Self {
         Writer {
             epoch,
             steps,
@@ -635,7 +630,12 @@ impl<'e> Writer<'e> {
     /// The end of a cohort's snapshot, for those of its members being
     /// provisioned.
     fn end_cohort(&mut self, cohort: i32) {
-        let ids = self.members.cohorts.get(&cohort).cloned().unwrap_or_default();
+        let ids = self
+            .members
+            .cohorts
+            .get(&cohort)
+            .cloned()
+            .unwrap_or_default();
         let provisioned = ids.iter().any(|id| self.members.members[id].provision);
         if provisioned {
             let bytes = self.end_body.clone();
@@ -677,7 +677,12 @@ impl<'e> Writer<'e> {
         let mut followed = FollowerMessages::default();
         for (index, (body, id)) in pending.iter().zip(ids).enumerate() {
             let epoch = self.epoch;
-            let ids = self.members.cohorts.get(&body.cohort).cloned().unwrap_or_default();
+            let ids = self
+                .members
+                .cohorts
+                .get(&body.cohort)
+                .cloned()
+                .unwrap_or_default();
             // The stand-in's number for this body, which its followers'
             // messages carry (it comes first in its cohort).
             let mut stand_in_sequence = None;
@@ -695,7 +700,13 @@ impl<'e> Writer<'e> {
                     (Role::StandIn, _) => {
                         stand_in_sequence = Some(sequence);
                         if down {
-                            carried.message(index as i32, replica, sequence, member.provision, false);
+                            carried.message(
+                                index as i32,
+                                replica,
+                                sequence,
+                                member.provision,
+                                false,
+                            );
                         }
                         continue;
                     }
@@ -751,8 +762,14 @@ impl<'e> Writer<'e> {
         }
         self.flush();
         let members = &self.members.members;
-        write_chains(self.epoch, members.values().filter(|m| m.role != Role::StandIn));
-        write_stand_ins(self.epoch, members.values().filter(|m| m.role == Role::StandIn));
+        write_chains(
+            self.epoch,
+            members.values().filter(|m| m.role != Role::StandIn),
+        );
+        write_stand_ins(
+            self.epoch,
+            members.values().filter(|m| m.role == Role::StandIn),
+        );
         begin_following(members);
         self.recorded.provisioned = members
             .values()

@@ -165,7 +165,9 @@ mod tests {
         );
         assert_eq!(battery(TILL), None);
         // One never sent it is malformed.
-        run(&format!("DELETE FROM sync.held_recorded WHERE key = '{TILL}'"));
+        run(&format!(
+            "DELETE FROM sync.held_recorded WHERE key = '{TILL}'"
+        ));
         let verdict = receive(&Up {
             tables: vec![edit(51)],
             uploads: vec![8],

@@ -157,8 +157,11 @@ pub fn record_sent(pg: &mut Client, replica: Uuid, message: &ToReplica) {
     let epoch: Uuid = epoch.parse().unwrap();
     if previous == 0 {
         let snapshot: Uuid = snapshot.parse().unwrap();
-        pg.execute("DELETE FROM sync.held_recorded WHERE replica = $1", &[&replica])
-            .unwrap();
+        pg.execute(
+            "DELETE FROM sync.held_recorded WHERE replica = $1",
+            &[&replica],
+        )
+        .unwrap();
         pg.execute(
             "UPDATE sync.replicas SET snapshot_id = $2, snapshot_sequence = $3 WHERE id = $1",
             &[&replica, &snapshot, &sequence],
