@@ -22,20 +22,21 @@ const REFUSING: &str = "
 
 const SHELVES: &str = "CREATE TABLE shelves (id BLOB PRIMARY KEY NOT NULL, label TEXT NOT NULL);";
 
-/// Per (replica, table, leaving), the counts summed against sync.held
-/// counted row by row: the two must agree whatever was folded.
+/// Per (replica, table, leaving), the counts summed against what the engine
+/// records (sync.held_recorded: a stand-in's rows once, as its own) counted
+/// row by row: the two must agree whatever was folded.
 const TOTALS_DIFFER: &str = "
     WITH counted AS (
         SELECT replica, table_name, leaving, sum(n)::bigint AS n FROM sync.held_counts
         GROUP BY 1, 2, 3 HAVING sum(n) <> 0),
     recounted AS (
         SELECT replica, table_name, leaving IS NOT NULL AS leaving, count(*) AS n
-        FROM sync.held WHERE refused IS NULL GROUP BY 1, 2, 3)
+        FROM sync.held_recorded WHERE refused IS NULL GROUP BY 1, 2, 3)
     SELECT count(*) FROM counted c FULL JOIN recounted r USING (replica, table_name, leaving)
     WHERE c.n IS DISTINCT FROM r.n";
 
-/// Per (replica, table), the rows in flight by the counts against those of
-/// sync.held, for every replica, confirmed or not.
+/// Per (replica, table), the rows in flight by the counts against those
+/// recorded, for every replica, confirmed or not.
 const IN_FLIGHT_DIFFERS: &str = "
     WITH counted AS (
         SELECT c.replica, c.table_name, sum(c.n)::bigint AS n
@@ -44,7 +45,7 @@ const IN_FLIGHT_DIFFERS: &str = "
         GROUP BY 1, 2 HAVING sum(c.n) <> 0),
     recounted AS (
         SELECT h.replica, h.table_name, count(*) AS n
-        FROM sync.held h JOIN sync.replicas r ON r.id = h.replica
+        FROM sync.held_recorded h JOIN sync.replicas r ON r.id = h.replica
         WHERE h.refused IS NULL AND (h.sent > r.applied_sequence OR h.leaving IS NOT NULL)
         GROUP BY 1, 2)
     SELECT count(*) FROM counted c FULL JOIN recounted r USING (replica, table_name)

@@ -5,7 +5,10 @@
 use crate::spi;
 
 /// Replicas with the same plan share a cohort. Plans are compared by their
-/// size and two independent hashes of their rows. Each cohort's plan is read
+/// size and two independent hashes of their rows; a whole table sent counts
+/// with the partition it is read for, since its rows are read for the
+/// cohort's representative (replicas of two partitions provisioned in one
+/// pass were one cohort, and the second was sent the first's rows). Each cohort's plan is read
 /// from one of its replicas: its representative.
 const COHORTS: &str = "\
     INSERT INTO sync_pass_cohorts (replica, provision, cohort) \
@@ -16,7 +19,8 @@ const COHORTS: &str = "\
                       sum(hashtextextended(table_name || '/' || op || '/' || key, 0)::numeric) AS h1, \
                       bit_xor(hashtextextended(table_name || '/' || op || '/' || key, 1)) AS h2 \
                FROM (SELECT replica, table_name, op, key FROM sync_pass_plan \
-                     UNION ALL SELECT replica, table_name, 'w', '' FROM sync_pass_whole) AS p \
+                     UNION ALL SELECT w.replica, w.table_name, 'w', coalesce('in ' || r.partition, '') \
+                     FROM sync_pass_whole w JOIN sync_pass_replicas r ON r.id = w.replica) AS p \
                GROUP BY replica) AS s ON s.replica = r.id \
     WHERE r.provision OR s.n > 0; \
     INSERT INTO sync_pass_representatives (cohort, replica) \

@@ -488,6 +488,10 @@ enum Role {
 struct Members {
     members: BTreeMap<Uuid, Member>,
     cohorts: BTreeMap<i32, Vec<Uuid>>,
+    /// The followers in their stand-in's cohort: sent its messages, with no
+    /// rows of their own. (A replica in that cohort by the plan it has, as
+    /// one that parted may be, records its rows as its own.)
+    following: BTreeSet<(i32, Uuid)>,
     journaled: Vec<String>,
 }
 
@@ -559,6 +563,7 @@ fn members() -> Members {
                     continue;
                 };
                 all.cohorts.entry(*cohort).or_default().push(replica);
+                all.following.insert((*cohort, replica));
                 all.members.entry(replica).or_insert(Member {
                     replica,
                     role: Role::Own,
@@ -668,7 +673,12 @@ impl<'e> Writer<'e> {
 
     fn write(&mut self, pending: Vec<Pending>) {
         let started = Instant::now();
-        let ids = store_bodies(&pending);
+        // A body only stand-ins are sent goes to no outbox: not stored.
+        let sent: Vec<bool> = pending
+            .iter()
+            .map(|p| self.members_sent(p).any(|m| m.role != Role::StandIn))
+            .collect();
+        let ids = store_bodies(&pending, &sent);
         self.steps.add("record.bodies", started.elapsed());
         let count: usize = pending.iter().map(|p| self.members_sent(p).count()).sum();
         let mut numbers = draw_numbers(count).into_iter();
@@ -696,6 +706,7 @@ impl<'e> Writer<'e> {
                 let sequence = numbers.next().expect("a number for every message") as u64;
                 let head = next_head(epoch, member, sequence);
                 let down = body.kind == Kind::Down;
+                let follows = self.members.following.contains(&(body.cohort, replica));
                 match (member.role, stand_in_sequence) {
                     (Role::StandIn, _) => {
                         stand_in_sequence = Some(sequence);
@@ -710,7 +721,7 @@ impl<'e> Writer<'e> {
                         }
                         continue;
                     }
-                    (_, Some(carrying)) if !member.provision => {
+                    (_, Some(carrying)) if follows => {
                         followed.push(replica, carrying, sequence);
                     }
                     (role, _) if down => {
@@ -721,7 +732,7 @@ impl<'e> Writer<'e> {
                 }
                 outbox.push(replica, body.kind, &head, id);
             }
-            self.recorded.bodies += 1;
+            self.recorded.bodies += i64::from(sent[index]);
             for row in &body.rows {
                 carried.row(index as i32, row);
             }
@@ -807,16 +818,31 @@ fn next_head(epoch: &Epoch, member: &mut Member, sequence: u64) -> Head {
     head
 }
 
-fn store_bodies(pending: &[Pending]) -> Vec<i64> {
-    let bytes: Vec<Vec<u8>> = pending.iter().map(|p| p.bytes.clone()).collect();
-    let mut ids = Vec::with_capacity(bytes.len());
-    Spi::connect_mut(|client| {
-        let stored = client
-            .update(STORE_BODIES, None, &[bytes.into()])
-            .unwrap_or_else(|e| Error::spi(STORE_BODIES, e).raise());
-        ids.extend(stored.map(|row| spi::column::<i64>(&row, 1, "sync.bodies.id")));
-    });
-    ids
+/// Stores the bodies `sent` says go to an outbox; answers each body's id (0
+/// for one not stored).
+fn store_bodies(pending: &[Pending], sent: &[bool]) -> Vec<i64> {
+    let bytes: Vec<Vec<u8>> = pending
+        .iter()
+        .zip(sent)
+        .filter(|(_, sent)| **sent)
+        .map(|(p, _)| p.bytes.clone())
+        .collect();
+    let mut stored_ids = Vec::with_capacity(bytes.len());
+    if !bytes.is_empty() {
+        Spi::connect_mut(|client| {
+            let stored = client
+                .update(STORE_BODIES, None, &[bytes.into()])
+                .unwrap_or_else(|e| Error::spi(STORE_BODIES, e).raise());
+            stored_ids.extend(stored.map(|row| spi::column::<i64>(&row, 1, "sync.bodies.id")));
+        });
+    }
+    let mut stored = stored_ids.into_iter();
+    sent.iter()
+        .map(|sent| match sent {
+            true => stored.next().expect("an id for every body stored"),
+            false => 0,
+        })
+        .collect()
 }
 
 /// Message numbers drawn from the sequence, in the order they are given.
