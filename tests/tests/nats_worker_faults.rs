@@ -595,6 +595,10 @@ fn over_nats_a_register_away_past_the_byte_bound_is_provisioned_again_with_an_al
     wait_until(&what, || !alarms_of(&mut shop, id).is_empty());
     let alarm = alarms_of(&mut shop, id).remove(0);
     assert!(alarm.contains("magic_sync.outbox_bytes"), "{alarm}");
+    // The alarm marks it; the worker's next pass provisions it.
+    wait_until("a new snapshot", || {
+        snapshot_of(&mut shop, id) != provisioned
+    });
     assert_ne!(
         snapshot_of(&mut shop, id),
         provisioned,

@@ -70,6 +70,12 @@ const MEMBERS: &str = "\
     FROM sync_pass_cohorts c JOIN sync.stand_ins s ON s.id = c.replica \
     ORDER BY 1, 6 DESC, 2";
 
+/// Every stand-in of the pass (one with nothing to send has no cohort, and
+/// is up to date all the same).
+const STAND_INS_OF_PASS: &str = "\
+    SELECT s.id, s.partition, s.last_sequence FROM sync.stand_ins s \
+    JOIN sync_pass_replicas r ON r.id = s.id";
+
 /// The followers kept up to date this pass, each with its stand-in: each
 /// is sent its stand-in's messages, in its stand-in's cohort.
 const FOLLOWERS: &str = "\
@@ -492,6 +498,9 @@ struct Members {
     /// rows of their own. (A replica in that cohort by the plan it has, as
     /// one that parted may be, records its rows as its own.)
     following: BTreeSet<(i32, Uuid)>,
+    /// Every stand-in of the pass, sent anything or not: its partition, and
+    /// its last message before the pass.
+    stand_ins: BTreeMap<Uuid, (Option<String>, u64)>,
     journaled: Vec<String>,
 }
 
@@ -528,23 +537,44 @@ fn members() -> Members {
         |rows| read.extend(rows),
     );
     let mut all = Members::default();
-    // A stand-in kept up to date (or provisioned) this pass, by partition:
-    // replicas provisioned beside it begin following it.
-    let stand_ins: BTreeMap<Option<String>, (Uuid, i32)> = read
+    spi::for_each_chunk(
+        STAND_INS_OF_PASS,
+        100,
+        |row| {
+            (
+                from_pg(spi::column(row, 1, "sync.stand_ins.id")),
+                spi::nullable::<String>(row, 2, "sync.stand_ins.partition"),
+                spi::column::<i64>(row, 3, "sync.stand_ins.last_sequence") as u64,
+            )
+        },
+        |rows| {
+            for (id, partition, last) in rows {
+                all.stand_ins.insert(id, (partition, last));
+            }
+        },
+    );
+    // Replicas provisioned beside the stand-in of their partition begin
+    // following it.
+    let of_partition: BTreeMap<Option<String>, Uuid> = all
+        .stand_ins
+        .iter()
+        .map(|(id, (partition, _))| (partition.clone(), *id))
+        .collect();
+    // The stand-ins sent something this pass, and their cohorts.
+    let by_id: BTreeMap<Uuid, i32> = read
         .iter()
         .filter(|(_, m, _)| m.role == Role::StandIn)
-        .map(|(cohort, m, partition)| (partition.clone(), (m.replica, *cohort)))
+        .map(|(cohort, m, _)| (m.replica, *cohort))
         .collect();
     for (cohort, mut member, partition) in read {
         if member.role == Role::Own && member.provision {
-            if let Some((stand_in, _)) = stand_ins.get(&partition) {
+            if let Some(stand_in) = of_partition.get(&partition) {
                 member.role = Role::BeginsFollowing(*stand_in);
             }
         }
         all.cohorts.entry(cohort).or_default().push(member.replica);
         all.members.insert(member.replica, member);
     }
-    let by_id: BTreeMap<Uuid, i32> = stand_ins.values().copied().collect();
     spi::for_each_chunk(
         FOLLOWERS,
         10_000,
@@ -781,7 +811,7 @@ impl<'e> Writer<'e> {
             self.epoch,
             members.values().filter(|m| m.role == Role::StandIn),
         );
-        begin_following(members);
+        begin_following(members, &self.members.stand_ins);
         self.recorded.provisioned = members
             .values()
             .filter(|m| m.provision && m.role != Role::StandIn)
@@ -1079,7 +1109,10 @@ fn write_stand_ins<'a>(epoch: &Epoch, stand_ins: impl Iterator<Item = &'a Member
 }
 
 /// The replicas provisioned beside their stand-in follow it from now.
-fn begin_following(members: &BTreeMap<Uuid, Member>) {
+fn begin_following(
+    members: &BTreeMap<Uuid, Member>,
+    stand_ins: &BTreeMap<Uuid, (Option<String>, u64)>,
+) {
     let mut replica = Vec::new();
     let mut stand_in = Vec::new();
     let mut since = Vec::new();
@@ -1088,12 +1121,17 @@ fn begin_following(members: &BTreeMap<Uuid, Member>) {
         let Role::BeginsFollowing(followed) = member.role else {
             continue;
         };
-        let Some(stand) = members.get(&followed) else {
+        // Its last message after the pass: the pass's, if it was sent any.
+        let Some(last) = members
+            .get(&followed)
+            .map(|stand| stand.previous)
+            .or_else(|| stand_ins.get(&followed).map(|(_, last)| *last))
+        else {
             continue;
         };
         replica.push(to_pg(member.replica));
         stand_in.push(to_pg(followed));
-        since.push(stand.previous as i64);
+        since.push(last as i64);
         since_sequence.push(member.previous as i64);
     }
     if replica.is_empty() {
