@@ -228,9 +228,11 @@ mod tests {
         )
         .unwrap();
         pass();
-        // 124 rows held: a change of one row (2 pairs) is looked up, one of
-        // ten rows (20 pairs) read whole.
-        Spi::run("ANALYZE sync.held").unwrap();
+        // 62 rows recorded (the stand-in's; both replicas follow it), and
+        // three replicas planned, the stand-in and the followers: a change
+        // of one row (3 pairs) is looked up, one of ten rows (30 pairs)
+        // read whole.
+        Spi::run("ANALYZE sync.held_recorded").unwrap();
         Spi::run("UPDATE shop.products SET price_cents = 1 WHERE name = 'Tea'").unwrap();
         let looked_up = pass();
         assert!(crate::relay::plan::incremental::few_pairs_touched());
