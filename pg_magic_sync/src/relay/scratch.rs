@@ -59,6 +59,13 @@ pub const TABLES: &[(&str, &str)] = &[
     ("sync_pass_blocked", ROWS),
     // plan/snapshot: the replicas provisioned from scratch.
     ("sync_pass_provisioning", "id uuid, partition text"),
+    // plan/snapshot, journal.rs: those a journaled table is planned for
+    // (the stand-ins too), and those another table is (all but them).
+    (
+        "sync_pass_provisioning_journaled",
+        "id uuid, partition text",
+    ),
+    ("sync_pass_provisioning_own", "id uuid, partition text"),
     // plan/snapshot: whole tables sent without listing their rows.
     (
         "sync_pass_whole",
@@ -72,6 +79,11 @@ pub const TABLES: &[(&str, &str)] = &[
     ),
     // plan/incremental: the replicas kept up to date.
     ("sync_pass_current", "id uuid, partition text"),
+    // plan/incremental, journal.rs: those a journaled table is planned for
+    // (all but the followers), and those another table is (all but the
+    // stand-ins).
+    ("sync_pass_current_journaled", "id uuid, partition text"),
+    ("sync_pass_current_own", "id uuid, partition text"),
     // plan/incremental: what the replicas hold of the rows touched.
     (
         "sync_pass_touched_held",
@@ -192,6 +204,7 @@ mod tests {
         include_str!("plan/incremental.rs"),
         include_str!("plan/reach.rs"),
         include_str!("cohorts.rs"),
+        include_str!("journal.rs"),
         include_str!("load.rs"),
         include_str!("record.rs"),
     ];

@@ -23,7 +23,8 @@ use super::reach::{children, row_is, rule_rows, rule_rows_of};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::Declared;
-use crate::relay::{journal, scratch};
+use crate::relay::journal::{self, Among};
+use crate::relay::scratch;
 use crate::spi;
 
 const CURRENT: &str = "\
@@ -184,6 +185,7 @@ pub fn plan_changes(tables: &[Declared]) -> u64 {
     if untouched.unwrap_or(true) {
         return 0;
     }
+    journal::split(tables, Among::Current);
     let closes = closes_over_anything(tables);
     gather_questions(tables, closes);
     keep(tables, closes);
@@ -282,8 +284,8 @@ fn keep(tables: &[Declared], closes: bool) {
     scratch::analyze(&["sync_pass_candidates", "sync_pass_question"]);
     let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
-        let current = journal::planned_for(table, &journaled, "sync_pass_current");
-        if let Some(rows) = rule_rows(table, &current, Some("sync_pass_candidates")) {
+        let current = journal::planned_for(table, &journaled, Among::Current);
+        if let Some(rows) = rule_rows(table, current, Some("sync_pass_candidates")) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_want SELECT * FROM ({rows}) AS s"
             ));
@@ -337,9 +339,9 @@ fn keep_touched(tables: &[Declared], blocked: bool) {
             "(SELECT DISTINCT replica, table_name, key FROM sync_pass_touched t \
              WHERE t.replica IS NOT NULL AND t.table_name = {name}{not_blocked})"
         );
-        let current = journal::planned_for(table, &journaled, "sync_pass_current");
-        let every = rule_rows_of(table, &current, &for_every);
-        let one = rule_rows(table, &current, Some(&for_one));
+        let current = journal::planned_for(table, &journaled, Among::Current);
+        let every = rule_rows_of(table, current, &for_every);
+        let one = rule_rows(table, current, Some(&for_one));
         if let (Some(every), Some(one)) = (every, one) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_want \

@@ -10,7 +10,8 @@
 use super::reach::{followers, in_partition_of, parents, rule_rows};
 use crate::catalog::table_sql::{key_of, quote_ident, quote_literal};
 use crate::catalog::{Declared, Mirror, Rule};
-use crate::relay::{journal, scratch};
+use crate::relay::journal::{self, Among};
+use crate::relay::scratch;
 use crate::spi;
 
 const PROVISIONING: &str = "\
@@ -45,16 +46,17 @@ pub fn plan_snapshots(tables: &[Declared]) -> bool {
     if spi::run_counting(PROVISIONING, &[]) == 0 {
         return false;
     }
+    journal::split(tables, Among::Provisioning);
     let whole: Vec<&Declared> = tables.iter().filter(|t| goes_whole(t)).collect();
     let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
-        let provisioning = journal::planned_for(table, &journaled, "sync_pass_provisioning");
+        let provisioning = journal::planned_for(table, &journaled, Among::Provisioning);
         if whole.iter().any(|w| w.name == table.name) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_whole SELECT id, {} FROM {provisioning} AS p",
                 quote_literal(&table.name)
             ));
-        } else if let Some(rows) = rule_rows(table, &provisioning, None) {
+        } else if let Some(rows) = rule_rows(table, provisioning, None) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
                  SELECT s.*, 'u', 0 FROM ({rows}) AS s"
