@@ -120,9 +120,11 @@ impl Tally {
     }
 
     /// The system settled: what was owed and not spent is forgiven (a
-    /// lost message a snapshot already covered costs nothing more).
-    pub fn settled(&mut self) {
-        self.owed.clear();
+    /// lost message a snapshot already covered costs nothing more), but by
+    /// registers away (not live): nothing is sent them, so a file restored
+    /// meanwhile is found out only once they are back.
+    pub fn settled(&mut self, away: &std::collections::BTreeSet<uuid::Uuid>) {
+        self.owed.retain(|register, _| away.contains(register));
     }
 
     pub fn provisionings_for(&self, cause: Cause) -> usize {

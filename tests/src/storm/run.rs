@@ -578,7 +578,13 @@ impl Storm {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.check_no_orphans(when);
-        self.tally.settled();
+        let away = self
+            .live
+            .iter()
+            .filter(|(_, live)| !**live)
+            .map(|(id, _)| *id)
+            .collect();
+        self.tally.settled(&away);
         self.settlings += 1;
         self.say(format!("settled {when} in {:?}", began.elapsed()));
     }
