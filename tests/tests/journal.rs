@@ -288,6 +288,70 @@ fn a_register_provisioned_again_follows_again_and_one_forgotten_follows_no_more(
     assert_eq!(held_by_each(&mut shop, second), 0, "nothing is held by it");
 }
 
+/// A migration that makes another declared table point at the products
+/// takes them out of the journal: the registers are provisioned again and
+/// hold the products as rows of their own, and no stand-in, follower or
+/// stand-in's row is left behind.
+#[test]
+fn a_table_no_longer_journaled_leaves_nothing_of_its_journal_behind() {
+    let mut shop = Shop::open();
+    add_products(&mut shop, 6);
+    let mut registers = registers(&mut shop, &[REGISTER_SCHEMA; 2]);
+    sync_all(&mut shop, &mut registers);
+    assert_eq!(followers(&mut shop), 2);
+
+    shop.run(
+        "CREATE TABLE shop.receipt_lines (
+             id uuid PRIMARY KEY,
+             register_id uuid NOT NULL,
+             product_id uuid NOT NULL REFERENCES shop.products (id));
+         SELECT sync.declare_table('shop.receipt_lines', mirror => 'record',
+                                   origin => 'register_id')",
+    );
+    sync_all(&mut shop, &mut registers);
+    assert_each_holds_the_servers_products(&mut shop, &registers);
+    assert_eq!(count(&mut shop, "SELECT count(*) FROM sync.stand_ins"), 0);
+    assert_eq!(followers(&mut shop), 0);
+    assert_eq!(
+        count(&mut shop, "SELECT count(*) FROM sync.follower_messages"),
+        0
+    );
+    assert_eq!(
+        count(
+            &mut shop,
+            "SELECT count(*) FROM sync.held_recorded h \
+             WHERE NOT EXISTS (SELECT 1 FROM sync.replicas r WHERE r.id = h.replica)"
+        ),
+        0,
+        "no row of a stand-in is left"
+    );
+    for register in &registers {
+        assert_eq!(
+            count(
+                &mut shop,
+                &format!(
+                    "SELECT count(*) FROM sync.held_recorded WHERE replica = '{}' \
+                     AND table_name = 'products'",
+                    register.me()
+                )
+            ),
+            6,
+            "each register's products are recorded as its own"
+        );
+    }
+
+    // Changes still reach them, now planned for each register.
+    shop.run(
+        "UPDATE shop.products SET price_cents = 7, updated_at = now() WHERE name = 'Product 1'",
+    );
+    sync_all(&mut shop, &mut registers);
+    assert_each_holds_the_servers_products(&mut shop, &registers);
+    assert_eq!(
+        digest_verdicts(&mut shop, &mut registers),
+        vec!["matches"; 2]
+    );
+}
+
 /// Two companies' registers provisioned in one pass: each is sent its own
 /// company's rows (they were one cohort once, and the second company's
 /// register was sent the first's).

@@ -32,32 +32,64 @@ const STOP_FOLLOWING_PROVISIONED: &str = "\
     DELETE FROM sync.followers f USING sync.replicas r WHERE r.id = f.replica AND r.provision; \
     DELETE FROM sync.follower_messages m USING sync.replicas r WHERE r.id = m.replica AND r.provision";
 
+/// With no table journaled any more, the stand-ins and their rows go (their
+/// followers parted first, as for a stand-in provisioned).
+const DROP_JOURNAL: &str = "\
+    DELETE FROM sync.held_recorded h USING sync.stand_ins s WHERE h.replica = s.id; \
+    DELETE FROM sync.stand_ins";
+
 const STAND_INS: &str = "\
     INSERT INTO sync_pass_replicas (id, provision, partition) \
     SELECT id, provision, partition FROM sync.stand_ins";
 
-/// The names of the tables a stand-in journals: broadcast, going down only,
-/// pointing at nothing and pointed at by nothing.
-pub fn journaled(tables: &[Declared]) -> BTreeSet<String> {
-    tables
-        .iter()
-        .filter(|t| {
-            t.mirror == Mirror::Catalog
-                && t.rule == Rule::Broadcast
-                && t.references.is_empty()
-                && !tables
-                    .iter()
-                    .any(|o| o.references.iter().any(|r| r.parent == t.name))
-        })
-        .map(|t| t.name.clone())
-        .collect()
+/// The tables a stand-in journals: broadcast, going down only, pointing at
+/// nothing and pointed at by nothing. Worked out once a pass.
+#[derive(Default)]
+pub struct Journaled(BTreeSet<String>);
+
+impl Journaled {
+    pub fn of(tables: &[Declared]) -> Journaled {
+        let names = tables
+            .iter()
+            .filter(|t| {
+                t.mirror == Mirror::Catalog
+                    && t.rule == Rule::Broadcast
+                    && t.references.is_empty()
+                    && !tables
+                        .iter()
+                        .any(|o| o.references.iter().any(|r| r.parent == t.name))
+            })
+            .map(|t| t.name.clone())
+            .collect();
+        Journaled(names)
+    }
+
+    /// Whether the pass has stand-ins at all.
+    pub fn any(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    pub fn contains(&self, table: &str) -> bool {
+        self.0.contains(table)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.0.iter().cloned().collect()
+    }
 }
 
 /// Makes the stand-ins this pass needs, and lets go of what every follower
 /// applied the take-back of. Called before the replicas of a pass are
-/// listed; `stand_ins_of_replicas` adds them.
-pub fn prepare(tables: &[Declared], epoch: uuid::Uuid) {
-    if journaled(tables).is_empty() {
+/// listed; `stand_ins_of_replicas` adds them. Which tables are journaled
+/// changes only with the declarations (`redeclared`, and every stand-in
+/// provisioned): with none left, the journal goes.
+pub fn prepare(journaled: &Journaled, epoch: uuid::Uuid, redeclared: bool) {
+    if !journaled.any() {
+        if redeclared {
+            spi::run(PART_FROM_PROVISIONED);
+            spi::run(STOP_FOLLOWING_PROVISIONED);
+            spi::run(DROP_JOURNAL);
+        }
         return;
     }
     spi::run(MAKE_STAND_INS);
@@ -68,8 +100,8 @@ pub fn prepare(tables: &[Declared], epoch: uuid::Uuid) {
 }
 
 /// Adds the stand-ins to the replicas of this pass.
-pub fn stand_ins_of_replicas(tables: &[Declared]) {
-    if !journaled(tables).is_empty() {
+pub fn stand_ins_of_replicas(journaled: &Journaled) {
+    if journaled.any() {
         spi::run(STAND_INS);
     }
 }
@@ -99,8 +131,8 @@ const SPLIT_PROVISIONING: &str = "\
 /// for and those other tables are, as scratch tables with statistics: a
 /// subquery in their place made PostgreSQL read a broadcast table whole to
 /// join it (12 ms a pass of a few hundred changes, over 100,000 products).
-pub fn split(tables: &[Declared], among: Among) {
-    if journaled(tables).is_empty() {
+pub fn split(journaled: &Journaled, among: Among) {
+    if !journaled.any() {
         return;
     }
     let (sql, names) = match among {
@@ -123,13 +155,13 @@ pub fn split(tables: &[Declared], among: Among) {
 /// The scratch table of the replicas `table` is planned for, among those
 /// of a step: for a journaled table, the stand-ins and the replicas that do
 /// not follow one; for another, the replicas alone (`split` filled them).
-pub fn planned_for(table: &Declared, journaled: &BTreeSet<String>, among: Among) -> &'static str {
-    match (among, journaled.is_empty(), journaled.contains(&table.name)) {
-        (Among::Current, true, _) => "sync_pass_current",
-        (Among::Current, false, true) => "sync_pass_current_journaled",
-        (Among::Current, false, false) => "sync_pass_current_own",
-        (Among::Provisioning, true, _) => "sync_pass_provisioning",
-        (Among::Provisioning, false, true) => "sync_pass_provisioning_journaled",
-        (Among::Provisioning, false, false) => "sync_pass_provisioning_own",
+pub fn planned_for(table: &Declared, journaled: &Journaled, among: Among) -> &'static str {
+    match (among, journaled.any(), journaled.contains(&table.name)) {
+        (Among::Current, false, _) => "sync_pass_current",
+        (Among::Current, true, true) => "sync_pass_current_journaled",
+        (Among::Current, true, false) => "sync_pass_current_own",
+        (Among::Provisioning, false, _) => "sync_pass_provisioning",
+        (Among::Provisioning, true, true) => "sync_pass_provisioning_journaled",
+        (Among::Provisioning, true, false) => "sync_pass_provisioning_own",
     }
 }

@@ -107,13 +107,14 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let redeclared = provision_all_if_redeclared(&declarations);
     steps.end("observe");
     let tables = catalog::wishes::with_wishes(declarations.declared());
-    journal::prepare(&tables, epoch.id);
+    let journaled = journal::Journaled::of(&tables);
+    journal::prepare(&journaled, epoch.id, redeclared);
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
     let batch = notes
         .unwrap_or_else(|| settings::NOTES_PER_PASS.get())
         .max(0);
-    let planned = plan::plan(&tables, i64::from(batch), starts);
+    let planned = plan::plan(&tables, &journaled, i64::from(batch), starts);
     steps.end("plan");
     // Nothing planned: no cohort, nothing to load or record.
     let cohorts = if planned.anything { cohorts::form() } else { 0 };
@@ -121,7 +122,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let recorded = if cohorts > 0 {
         load::load(&tables, cohorts);
         steps.end("load");
-        record::record(&tables, &epoch, settings::limits(), &mut steps)
+        record::record(&tables, &journaled, &epoch, settings::limits(), &mut steps)
     } else {
         record::Recorded::default()
     };

@@ -24,7 +24,7 @@ use crate::message::envelope::{self, Head, Kind};
 use crate::message::pack::{Op, Packer};
 use crate::message::seal::{self, Sealed};
 use crate::relay::epochs::Epoch;
-use crate::relay::journal;
+use crate::relay::journal::Journaled;
 use crate::relay::steps::Steps;
 use crate::spi::{self, from_pg, to_pg};
 use magic_sync_proto::key::KeyType;
@@ -84,11 +84,10 @@ const FOLLOWERS: &str = "\
     JOIN sync.replicas s ON s.id = f.replica ORDER BY f.replica";
 
 /// A replica provisioned again holds nothing the server knows of until its
-/// snapshot's rows are recorded.
+/// snapshot's rows are recorded. (It stopped following as the pass began:
+/// `journal::prepare`.)
 const FORGET_PROVISIONED: &str = "\
-    DELETE FROM sync.held_recorded h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica; \
-    DELETE FROM sync.followers f USING sync_pass_cohorts c WHERE c.provision AND f.replica = c.replica; \
-    DELETE FROM sync.follower_messages m USING sync_pass_cohorts c WHERE c.provision AND m.replica = c.replica";
+    DELETE FROM sync.held_recorded h USING sync_pass_cohorts c WHERE c.provision AND h.replica = c.replica";
 
 /// A replica provisioned with its snapshot while its stand-in is kept up to
 /// date holds the stand-in's rows of journaled tables after this pass: it
@@ -143,12 +142,18 @@ const FLUSH_BYTES: usize = 8 << 20;
 /// message can carry turns up, the pass goes on to find every such row, and
 /// answers them all (sql/relay.sql undoes the pass, sets them aside and
 /// plans again).
-pub fn record(tables: &[Declared], epoch: &Epoch, limits: Limits, steps: &mut Steps) -> Recorded {
+pub fn record(
+    tables: &[Declared],
+    journaled: &Journaled,
+    epoch: &Epoch,
+    limits: Limits,
+    steps: &mut Steps,
+) -> Recorded {
     let mut members = members();
     if members.members.values().any(|m| m.provision) {
         spi::run(FORGET_PROVISIONED);
     }
-    members.journaled = journal::journaled(tables).into_iter().collect();
+    members.journaled = journaled.names();
     let mut writer = Writer::new(epoch, members, end_of_snapshot(tables), steps);
     let mut too_large = Vec::new();
     let cohorts = parts_by_cohort();

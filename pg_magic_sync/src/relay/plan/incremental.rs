@@ -23,7 +23,7 @@ use super::reach::{children, row_is, rule_rows, rule_rows_of};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::Declared;
-use crate::relay::journal::{self, Among};
+use crate::relay::journal::{self, Among, Journaled};
 use crate::relay::scratch;
 use crate::spi;
 
@@ -177,7 +177,7 @@ const PLAN_TAKE_BACKS_OF_TOUCHED: &str = "\
 
 /// Plans the changes of every replica kept up to date. Answers how many
 /// rows it planned.
-pub fn plan_changes(tables: &[Declared]) -> u64 {
+pub fn plan_changes(tables: &[Declared], journaled: &Journaled) -> u64 {
     if spi::run_counting(CURRENT, &[]) == 0 {
         return 0;
     }
@@ -185,10 +185,10 @@ pub fn plan_changes(tables: &[Declared]) -> u64 {
     if untouched.unwrap_or(true) {
         return 0;
     }
-    journal::split(tables, Among::Current);
+    journal::split(journaled, Among::Current);
     let closes = closes_over_anything(tables);
     gather_questions(tables, closes);
-    keep(tables, closes);
+    keep(tables, journaled, closes);
     if closes {
         scratch::analyze(&["sync_pass_want", "sync_pass_question"]);
     } else {
@@ -266,11 +266,11 @@ fn reach_held_versions(tables: &[Declared]) {
 }
 
 /// Step 2: what each replica keeps.
-fn keep(tables: &[Declared], closes: bool) {
+fn keep(tables: &[Declared], journaled: &Journaled, closes: bool) {
     let blocked =
         spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_blocked)", &[]).unwrap_or(false);
     if !closes {
-        keep_touched(tables, blocked);
+        keep_touched(tables, journaled, blocked);
         return;
     }
     let not_blocked = match blocked {
@@ -282,9 +282,8 @@ fn keep(tables: &[Declared], closes: bool) {
          FROM ({CANDIDATES_TOUCHED}{CANDIDATES_IN_QUESTION}) AS c{not_blocked}"
     ));
     scratch::analyze(&["sync_pass_candidates", "sync_pass_question"]);
-    let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
-        let current = journal::planned_for(table, &journaled, Among::Current);
+        let current = journal::planned_for(table, journaled, Among::Current);
         if let Some(rows) = rule_rows(table, current, Some("sync_pass_candidates")) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_want SELECT * FROM ({rows}) AS s"
@@ -323,12 +322,11 @@ fn keep(tables: &[Declared], closes: bool) {
 /// time, each row would be read once per replica), and of each row touched
 /// for one replica as that pair. A row that cannot go is not judged
 /// (`not_blocked`), so it is kept nowhere.
-fn keep_touched(tables: &[Declared], blocked: bool) {
+fn keep_touched(tables: &[Declared], journaled: &Journaled, blocked: bool) {
     let not_blocked = match blocked {
         true => format!(" AND {}", not_blocked("t")),
         false => String::new(),
     };
-    let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         let name = quote_literal(&table.name);
         let for_every = format!(
@@ -339,7 +337,7 @@ fn keep_touched(tables: &[Declared], blocked: bool) {
             "(SELECT DISTINCT replica, table_name, key FROM sync_pass_touched t \
              WHERE t.replica IS NOT NULL AND t.table_name = {name}{not_blocked})"
         );
-        let current = journal::planned_for(table, &journaled, Among::Current);
+        let current = journal::planned_for(table, journaled, Among::Current);
         let every = rule_rows_of(table, current, &for_every);
         let one = rule_rows(table, current, Some(&for_one));
         if let (Some(every), Some(one)) = (every, one) {

@@ -23,7 +23,8 @@ mod snapshot;
 
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::{Declared, Rule};
-use crate::relay::{journal, scratch};
+use crate::relay::journal::{self, Journaled};
+use crate::relay::scratch;
 use crate::spi;
 
 const READ_NOTES: &str = "\
@@ -99,7 +100,12 @@ pub struct Planned {
 }
 
 /// Reads the pending notes and works out what every live replica is sent.
-pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> Planned {
+pub fn plan(
+    tables: &[Declared],
+    journaled: &Journaled,
+    notes_per_pass: i64,
+    retry_all: bool,
+) -> Planned {
     let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into()]);
     let group_notes = spi::run_counting(READ_GROUP_NOTES, &[notes_per_pass.into()]);
     // What the notes touch; with none read, sync.notes is empty too.
@@ -134,10 +140,10 @@ pub fn plan(tables: &[Declared], notes_per_pass: i64, retry_all: bool) -> Planne
         "sync_pass_old_pointers",
     ]);
     spi::run(REPLICAS);
-    journal::stand_ins_of_replicas(tables);
+    journal::stand_ins_of_replicas(journaled);
     scratch::analyze(&["sync_pass_replicas"]);
-    let provisioning = snapshot::plan_snapshots(tables);
-    let changes = incremental::plan_changes(tables);
+    let provisioning = snapshot::plan_snapshots(tables, journaled);
+    let changes = incremental::plan_changes(tables, journaled);
     scratch::analyze(&["sync_pass_plan"]);
     Planned {
         notes: (notes + group_notes) as i64,

@@ -10,7 +10,7 @@
 use super::reach::{followers, in_partition_of, parents, rule_rows};
 use crate::catalog::table_sql::{key_of, quote_ident, quote_literal};
 use crate::catalog::{Declared, Mirror, Rule};
-use crate::relay::journal::{self, Among};
+use crate::relay::journal::{self, Among, Journaled};
 use crate::relay::scratch;
 use crate::spi;
 
@@ -42,15 +42,14 @@ const VERSIONS: &str = "\
 
 /// Plans every row each replica being provisioned should hold. Answers
 /// whether any replica is being provisioned.
-pub fn plan_snapshots(tables: &[Declared]) -> bool {
+pub fn plan_snapshots(tables: &[Declared], journaled: &Journaled) -> bool {
     if spi::run_counting(PROVISIONING, &[]) == 0 {
         return false;
     }
-    journal::split(tables, Among::Provisioning);
+    journal::split(journaled, Among::Provisioning);
     let whole: Vec<&Declared> = tables.iter().filter(|t| goes_whole(t)).collect();
-    let journaled = journal::journaled(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
-        let provisioning = journal::planned_for(table, &journaled, Among::Provisioning);
+        let provisioning = journal::planned_for(table, journaled, Among::Provisioning);
         if whole.iter().any(|w| w.name == table.name) {
             spi::run(&format!(
                 "INSERT INTO sync_pass_whole SELECT id, {} FROM {provisioning} AS p",
