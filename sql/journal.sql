@@ -64,3 +64,55 @@ BEGIN
     RETURN gone;
 END
 $$;
+
+-- Followers of a stand-in about to be provisioned keep what they hold as
+-- rows of their own (one provisioned as well lets go of them anyway); a
+-- replica provisioned again holds nothing yet: it stops following, and is
+-- planned every journaled table's snapshot. Most passes provision
+-- nothing: each half is looked for first.
+CREATE FUNCTION sync_internal.stop_following_provisioned() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM sync.stand_ins WHERE provision) THEN
+        PERFORM sync_internal.part(f.replica) FROM sync.followers f
+        JOIN sync.stand_ins s ON s.id = f.stand_in WHERE s.provision;
+    END IF;
+    IF EXISTS (SELECT 1 FROM sync.replicas WHERE provision) THEN
+        DELETE FROM sync.followers f USING sync.replicas r
+        WHERE r.id = f.replica AND r.provision;
+        DELETE FROM sync.follower_messages m USING sync.replicas r
+        WHERE r.id = m.replica AND r.provision;
+    END IF;
+END
+$$;
+
+-- The journal's part of a pass, before its replicas are listed: a stand-in
+-- for every partition a live replica is in (sync_pass_live), each whose
+-- chain is in another epoch than `current_epoch` begun again from scratch,
+-- followers of what is provisioned parted or stopped, and the take-backs
+-- every follower applied let go of. One function, so its plans are kept
+-- for the session as a worker passes again and again.
+CREATE FUNCTION sync_internal.prepare_journal(current_epoch uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO sync.stand_ins (partition) SELECT DISTINCT partition FROM sync_pass_live
+    ON CONFLICT (partition) DO NOTHING;
+    UPDATE sync.stand_ins SET provision = true
+    WHERE NOT provision AND epoch IS DISTINCT FROM current_epoch;
+    PERFORM sync_internal.stop_following_provisioned();
+    PERFORM sync_internal.let_go_of_journal();
+END
+$$;
+
+-- With no table journaled any more (the declarations changed, and every
+-- stand-in is provisioned), the stand-ins and their rows go, their
+-- followers parted first.
+CREATE FUNCTION sync_internal.drop_journal() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE sync.stand_ins SET provision = true WHERE NOT provision;
+    PERFORM sync_internal.stop_following_provisioned();
+    DELETE FROM sync.held_recorded h USING sync.stand_ins s WHERE h.replica = s.id;
+    DELETE FROM sync.stand_ins;
+END
+$$;

@@ -11,33 +11,6 @@ use crate::catalog::{Declared, Mirror, Rule};
 use crate::relay::scratch;
 use crate::spi::{self, to_pg};
 
-/// A stand-in for every partition a live replica is in.
-const MAKE_STAND_INS: &str = "\
-    INSERT INTO sync.stand_ins (partition) SELECT DISTINCT partition FROM sync_pass_live \
-    ON CONFLICT (partition) DO NOTHING";
-
-/// A stand-in whose chain is in another epoch begins again from scratch.
-const PROVISION_STAND_INS_OF_OTHER_EPOCHS: &str = "\
-    UPDATE sync.stand_ins SET provision = true WHERE NOT provision AND epoch IS DISTINCT FROM $1";
-
-/// Followers of a stand-in about to be provisioned keep what they hold as
-/// rows of their own (a replica provisioned too lets go of them anyway).
-const PART_FROM_PROVISIONED: &str = "\
-    SELECT sync_internal.part(f.replica) FROM sync.followers f \
-    JOIN sync.stand_ins s ON s.id = f.stand_in WHERE s.provision";
-
-/// A replica provisioned again holds nothing yet: it stops following, and
-/// is planned every journaled table's snapshot.
-const STOP_FOLLOWING_PROVISIONED: &str = "\
-    DELETE FROM sync.followers f USING sync.replicas r WHERE r.id = f.replica AND r.provision; \
-    DELETE FROM sync.follower_messages m USING sync.replicas r WHERE r.id = m.replica AND r.provision";
-
-/// With no table journaled any more, the stand-ins and their rows go (their
-/// followers parted first, as for a stand-in provisioned).
-const DROP_JOURNAL: &str = "\
-    DELETE FROM sync.held_recorded h USING sync.stand_ins s WHERE h.replica = s.id; \
-    DELETE FROM sync.stand_ins";
-
 const STAND_INS: &str = "\
     INSERT INTO sync_pass_replicas (id, provision, partition) \
     SELECT id, provision, partition FROM sync.stand_ins";
@@ -78,25 +51,21 @@ impl Journaled {
     }
 }
 
-/// Makes the stand-ins this pass needs, and lets go of what every follower
-/// applied the take-back of. Called before the replicas of a pass are
-/// listed; `stand_ins_of_replicas` adds them. Which tables are journaled
-/// changes only with the declarations (`redeclared`, and every stand-in
-/// provisioned): with none left, the journal goes.
+/// Makes the stand-ins this pass needs, parts or stops the followers of
+/// what is provisioned, and lets go of what every follower applied the
+/// take-back of (sql/journal.sql). Called before the replicas of a pass
+/// are listed; `stand_ins_of_replicas` adds them. Which tables are
+/// journaled changes only with the declarations (`redeclared`): with none
+/// left, the journal goes.
 pub fn prepare(journaled: &Journaled, epoch: uuid::Uuid, redeclared: bool) {
-    if !journaled.any() {
-        if redeclared {
-            spi::run(PART_FROM_PROVISIONED);
-            spi::run(STOP_FOLLOWING_PROVISIONED);
-            spi::run(DROP_JOURNAL);
-        }
-        return;
+    if journaled.any() {
+        spi::run_with(
+            "SELECT sync_internal.prepare_journal($1)",
+            &[to_pg(epoch).into()],
+        );
+    } else if redeclared {
+        spi::run("SELECT sync_internal.drop_journal()");
     }
-    spi::run(MAKE_STAND_INS);
-    spi::run_with(PROVISION_STAND_INS_OF_OTHER_EPOCHS, &[to_pg(epoch).into()]);
-    spi::run(PART_FROM_PROVISIONED);
-    spi::run(STOP_FOLLOWING_PROVISIONED);
-    spi::run("SELECT sync_internal.let_go_of_journal()");
 }
 
 /// Adds the stand-ins to the replicas of this pass.
@@ -114,18 +83,22 @@ pub enum Among {
     Provisioning,
 }
 
-const SPLIT_CURRENT: &str = "\
-    INSERT INTO sync_pass_current_journaled SELECT * FROM sync_pass_current x \
-    WHERE NOT EXISTS (SELECT 1 FROM sync.followers f WHERE f.replica = x.id); \
-    INSERT INTO sync_pass_current_own SELECT * FROM sync_pass_current x \
-    WHERE NOT EXISTS (SELECT 1 FROM sync.stand_ins s WHERE s.id = x.id)";
+/// Each split is two statements, not one string of both: a plan is kept
+/// for one command only (spi.rs).
+const SPLIT_CURRENT: [&str; 2] = [
+    "INSERT INTO sync_pass_current_journaled SELECT * FROM sync_pass_current x \
+     WHERE NOT EXISTS (SELECT 1 FROM sync.followers f WHERE f.replica = x.id)",
+    "INSERT INTO sync_pass_current_own SELECT * FROM sync_pass_current x \
+     WHERE NOT EXISTS (SELECT 1 FROM sync.stand_ins s WHERE s.id = x.id)",
+];
 
 /// Followers provisioned again stopped following as the pass began
 /// (`prepare`): every replica provisioned is planned journaled tables.
-const SPLIT_PROVISIONING: &str = "\
-    INSERT INTO sync_pass_provisioning_journaled SELECT * FROM sync_pass_provisioning; \
-    INSERT INTO sync_pass_provisioning_own SELECT * FROM sync_pass_provisioning x \
-    WHERE NOT EXISTS (SELECT 1 FROM sync.stand_ins s WHERE s.id = x.id)";
+const SPLIT_PROVISIONING: [&str; 2] = [
+    "INSERT INTO sync_pass_provisioning_journaled SELECT * FROM sync_pass_provisioning",
+    "INSERT INTO sync_pass_provisioning_own SELECT * FROM sync_pass_provisioning x \
+     WHERE NOT EXISTS (SELECT 1 FROM sync.stand_ins s WHERE s.id = x.id)",
+];
 
 /// Splits the replicas of a step into those journaled tables are planned
 /// for and those other tables are, as scratch tables with statistics: a
@@ -148,7 +121,9 @@ pub fn split(journaled: &Journaled, among: Among) {
             ],
         ),
     };
-    spi::run(sql);
+    for statement in sql {
+        spi::run(statement);
+    }
     scratch::analyze(&names);
 }
 
