@@ -104,13 +104,12 @@ BEGIN
 END
 $$;
 
--- With no table journaled any more (the declarations changed, and every
--- stand-in is provisioned), the stand-ins and their rows go, their
--- followers parted first.
+-- With no table journaled any more, the stand-ins and their rows go, their
+-- followers parted first. Called only when the declarations changed, and
+-- so every stand-in is marked for provisioning already (relay/mod.rs).
 CREATE FUNCTION sync_internal.drop_journal() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    UPDATE sync.stand_ins SET provision = true WHERE NOT provision;
     PERFORM sync_internal.stop_following_provisioned();
     DELETE FROM sync.held_recorded h USING sync.stand_ins s WHERE h.replica = s.id;
     DELETE FROM sync.stand_ins;
