@@ -98,12 +98,19 @@ fn add_products(shop: &mut Shop, n: i64) {
         .unwrap();
 }
 
+/// A shop of `products` products and a register for each of `schemas`,
+/// each provisioned (so following its stand-in) and holding them.
+fn shop_in_sync(products: i64, schemas: &[&str]) -> (Shop, Vec<Replica>) {
+    let mut shop = Shop::open();
+    add_products(&mut shop, products);
+    let mut registers = registers(&mut shop, schemas);
+    sync_all(&mut shop, &mut registers);
+    (shop, registers)
+}
+
 #[test]
 fn a_broadcast_table_is_recorded_once_and_every_register_holds_it_and_says_so() {
-    let mut shop = Shop::open();
-    add_products(&mut shop, 20);
-    let mut registers = registers(&mut shop, &[REGISTER_SCHEMA; 3]);
-    sync_all(&mut shop, &mut registers);
+    let (mut shop, mut registers) = shop_in_sync(20, &[REGISTER_SCHEMA; 3]);
     assert_each_holds_the_servers_products(&mut shop, &registers);
     assert_eq!(followers(&mut shop), 3, "each register provisioned follows");
     assert_eq!(
@@ -156,10 +163,7 @@ fn a_broadcast_table_is_recorded_once_and_every_register_holds_it_and_says_so() 
 
 #[test]
 fn a_row_taken_back_stays_in_the_journal_until_every_follower_applied_the_take_back() {
-    let mut shop = Shop::open();
-    add_products(&mut shop, 3);
-    let mut registers = registers(&mut shop, &[REGISTER_SCHEMA; 2]);
-    sync_all(&mut shop, &mut registers);
+    let (mut shop, mut registers) = shop_in_sync(3, &[REGISTER_SCHEMA; 2]);
     shop.run("DELETE FROM shop.products WHERE name = 'Product 1'");
     shop.relay();
     deliver(&mut shop.pg, &mut registers[0]);
@@ -193,11 +197,8 @@ fn a_row_taken_back_stays_in_the_journal_until_every_follower_applied_the_take_b
 
 #[test]
 fn a_follower_that_refuses_a_row_keeps_what_it_holds_as_its_own_and_is_sent_it_again() {
-    let mut shop = Shop::open();
-    add_products(&mut shop, 5);
     let refusing = format!("{REGISTER_SCHEMA}{REFUSING}");
-    let mut registers = registers(&mut shop, &[REGISTER_SCHEMA, &refusing]);
-    sync_all(&mut shop, &mut registers);
+    let (mut shop, mut registers) = shop_in_sync(5, &[REGISTER_SCHEMA, &refusing]);
     let second = registers[1].me();
     let held_before = held_by_each(&mut shop, second);
 
@@ -264,10 +265,7 @@ fn a_follower_that_refuses_a_row_keeps_what_it_holds_as_its_own_and_is_sent_it_a
 
 #[test]
 fn a_register_provisioned_again_follows_again_and_one_forgotten_follows_no_more() {
-    let mut shop = Shop::open();
-    add_products(&mut shop, 4);
-    let mut registers = registers(&mut shop, &[REGISTER_SCHEMA; 2]);
-    sync_all(&mut shop, &mut registers);
+    let (mut shop, mut registers) = shop_in_sync(4, &[REGISTER_SCHEMA; 2]);
     let first = registers[0].me();
     let second = registers[1].me();
     shop.run(&format!("SELECT sync.resync('{first}')"));
@@ -294,10 +292,7 @@ fn a_register_provisioned_again_follows_again_and_one_forgotten_follows_no_more(
 /// stand-in's row is left behind.
 #[test]
 fn a_table_no_longer_journaled_leaves_nothing_of_its_journal_behind() {
-    let mut shop = Shop::open();
-    add_products(&mut shop, 6);
-    let mut registers = registers(&mut shop, &[REGISTER_SCHEMA; 2]);
-    sync_all(&mut shop, &mut registers);
+    let (mut shop, mut registers) = shop_in_sync(6, &[REGISTER_SCHEMA; 2]);
     assert_eq!(followers(&mut shop), 2);
 
     shop.run(
