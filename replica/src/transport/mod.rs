@@ -23,6 +23,8 @@ pub mod nats;
 pub use magic_sync_proto::nats_subjects;
 #[cfg(feature = "pg-queue")]
 pub mod queue;
+#[cfg(feature = "ws")]
+pub mod ws;
 
 use std::time::Duration;
 

@@ -4,6 +4,8 @@
 //!     magic-sync-replica show  DB                 [--json]
 //!     magic-sync-replica apply DB MESSAGE         [--json]
 //!     magic-sync-replica up    DB OUT [LANE]      [--json]
+//!     magic-sync-replica run   DB --queue URL | --nats URL
+//!                                 | --ws URL --credential FILE  [--json]
 //!
 //! `init` makes a new replica's database from a declaration file (its
 //! schema and how each table is shared) and the replica's id; `show` prints
@@ -17,6 +19,8 @@
 mod exit;
 mod init;
 mod output;
+#[cfg(feature = "cli")]
+mod run;
 
 use std::process::ExitCode;
 
@@ -25,13 +29,13 @@ use serde_json::{json, Value};
 
 use crate::exit::Failure;
 
-const USAGE: &str = "usage: magic-sync-replica init DB TABLES ID | show DB | apply DB MESSAGE | up DB OUT [LANE]  [--json]";
+const USAGE: &str = "usage: magic-sync-replica init DB TABLES ID | show DB | apply DB MESSAGE | up DB OUT [LANE] | run DB --queue URL|--nats URL|--ws URL --credential FILE  [--json]";
 
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let as_json = args.iter().any(|a| a == "--json");
     args.retain(|a| a != "--json");
-    let code = match run(&args) {
+    let code = match run(&args, as_json) {
         Ok(answer) => answered(&answer, as_json),
         Err(failure) => failed(&failure, as_json),
     };
@@ -65,7 +69,7 @@ fn failed(failure: &Failure, as_json: bool) -> u8 {
     failure.code()
 }
 
-fn run(args: &[String]) -> Result<Value, Failure> {
+fn run(args: &[String], as_json: bool) -> Result<Value, Failure> {
     match args {
         [command] if ["help", "--help", "-h"].contains(&command.as_str()) => {
             Ok(json!({"usage": USAGE}))
@@ -80,12 +84,27 @@ fn run(args: &[String]) -> Result<Value, Failure> {
         [command, db, out, rest @ ..] if command == "up" && rest.len() <= 1 => {
             up(&mut open(db)?, out, rest.first())
         }
+        [command, db, rest @ ..] if command == "run" => run_loop(db, rest, as_json),
         [] => Err(Failure::Usage("which command?".to_owned())),
         [command, ..] => Err(Failure::Usage(format!(
             "`{command}` with {} arguments is no command",
             args.len() - 1
         ))),
     }
+}
+
+/// `run`: the device loop until Ctrl-C (run.rs).
+#[cfg(feature = "cli")]
+fn run_loop(db: &str, rest: &[String], as_json: bool) -> Result<Value, Failure> {
+    run::run(open(db)?, rest, as_json)
+}
+
+#[cfg(not(feature = "cli"))]
+fn run_loop(_: &str, _: &[String], _: bool) -> Result<Value, Failure> {
+    Err(Failure::Usage(
+        "this build has no `run` (cargo install magic_sync_replica --features ws,pg-queue,nats)"
+            .to_owned(),
+    ))
 }
 
 /// Opens an existing replica (never creates one: that is `init`).

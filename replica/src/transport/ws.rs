@@ -1,0 +1,693 @@
+//! The WebSocket client (feature `ws`): a replica reaches the server
+//! through magic_sync's gateway, over aweft's replication protocol v1
+//! (docs/src/aweft-link.md). The replica is a topic of a link: it opens
+//! it, takes each message as a commit the gateway sends, acknowledges it
+//! on the request channel once committed, and sends its Ups as commits,
+//! each answered `taken` once the server filed it (or `refused`).
+//!
+//! Its API is blocking. A link's socket is driven by a small tokio runtime
+//! shared by every link of the process, on threads of its own; the device
+//! loop talks to it through channels, so a stop or a poke cuts a wait
+//! short. Several replicas may share one link ([`WsLink`]): each
+//! replica's loop has its own [`Ws`], a topic of that link.
+//!
+//! ```no_run
+//! use magic_sync_replica::transport::ws::{Ws, WsSettings};
+//! use magic_sync_replica::transport::{run, Control, Options};
+//! use magic_sync_replica::{Error, Replica};
+//!
+//! fn device(mut replica: Replica) -> Result<(), Error> {
+//!     let token = std::fs::read_to_string("/etc/register/credential").unwrap();
+//!     let settings = WsSettings::new("ws://127.0.0.1:8787/link", token.trim());
+//!     let mut ws = Ws::new(settings, &replica)?;
+//!     let control = Control::new();
+//!     let steering = control.clone();
+//!     let looping = std::thread::spawn(move || {
+//!         run(&mut replica, &mut ws, &Options::default(), &steering, |status| {
+//!             println!("{status}")
+//!         });
+//!     });
+//!     control.stop();
+//!     looping.join().unwrap();
+//!     Ok(())
+//! }
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use magic_sync_gateway::link::reasons::{LATER_PROTOCOL, NOT_ALLOWED};
+use magic_sync_gateway::link::{root_of, topic_name, Frame, Reason, Request};
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc as async_mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
+
+use super::{Delivery, Transport, Waker};
+use crate::{Error, Replica, Upload};
+
+/// What the device says of the gateway.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WsSettings {
+    /// The gateway's link: `ws://host:port/link`.
+    pub url: String,
+    /// The credentials the link presents (`Authorization: Bearer`), each
+    /// allowing one replica.
+    pub credentials: Vec<String>,
+    /// How long connecting, opening the topic, or an Up's answer may take.
+    pub request_timeout: Duration,
+    /// How often the link says it is there, when it has nothing else to
+    /// say (the gateway closes a link that is silent for its timeout).
+    pub ping_every: Duration,
+    /// The server's message limit: an Up larger than this is refused here
+    /// for good, as the gateway would.
+    pub message_bytes: usize,
+}
+
+impl WsSettings {
+    pub fn new(url: impl Into<String>, credential: impl Into<String>) -> WsSettings {
+        WsSettings {
+            url: url.into(),
+            credentials: vec![credential.into()],
+            request_timeout: Duration::from_secs(30),
+            ping_every: Duration::from_secs(20),
+            message_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// What the link tells a topic.
+#[derive(Debug)]
+enum Heard {
+    /// The gateway's open: the topic is live, under its number.
+    Opened,
+    /// A message, as the gateway's commit `seq`.
+    Commit(u64, Vec<u8>),
+    /// The Up sent as commit `seq` was filed.
+    Taken(u64),
+    /// The Up sent as commit `seq` was refused, for these reasons.
+    Refused(u64, Vec<Reason>),
+    /// The topic ended: a fault naming it.
+    Fault(String, String),
+    /// The link ended.
+    LinkEnded(String),
+    /// A stop or a poke: end the wait.
+    Wake,
+}
+
+/// Where the link's reader sends what it hears, by topic.
+#[derive(Default)]
+struct Routes {
+    /// By the device's number.
+    mine: HashMap<u64, Sender<Heard>>,
+    /// The gateway's number to the device's, once opened.
+    theirs: HashMap<u64, u64>,
+    /// A topic's name to the device's number, until opened.
+    named: HashMap<String, u64>,
+}
+
+/// A link that is up.
+#[derive(Clone)]
+struct Up {
+    generation: u64,
+    alive: Arc<AtomicBool>,
+    outgoing: async_mpsc::UnboundedSender<Message>,
+    routes: Arc<Mutex<Routes>>,
+}
+
+/// One WebSocket to the gateway, carrying the topics of any number of
+/// replicas; connected (again) by the first topic that needs it.
+#[derive(Clone)]
+pub struct WsLink {
+    settings: Arc<WsSettings>,
+    state: Arc<Mutex<Option<Up>>>,
+    generations: Arc<AtomicU64>,
+    /// Topic numbers are never reused on one link, nor across links here.
+    numbers: Arc<AtomicU64>,
+}
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("magic_sync ws")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for the WebSocket links")
+    })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // What the mutexes hold is whole after any panic.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn down(text: impl Into<String>) -> Error {
+    Error::TransportDown(text.into())
+}
+
+impl WsLink {
+    pub fn new(settings: WsSettings) -> WsLink {
+        WsLink {
+            settings: Arc::new(settings),
+            state: Arc::new(Mutex::new(None)),
+            generations: Arc::new(AtomicU64::new(0)),
+            numbers: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The link as it is now, connected first when it is not up.
+    fn ensure(&self) -> Result<Up, Error> {
+        let mut state = lock(&self.state);
+        if let Some(up) = state.as_ref().filter(|up| up.alive.load(Ordering::Acquire)) {
+            return Ok(up.clone());
+        }
+        let up = self.connect()?;
+        *state = Some(up.clone());
+        Ok(up)
+    }
+
+    fn connect(&self) -> Result<Up, Error> {
+        let mut request = self
+            .settings
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| Error::TransportRefused(format!("{}: {e}", self.settings.url)))?;
+        for token in &self.settings.credentials {
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| Error::TransportRefused("a credential that is no header".into()))?;
+            request.headers_mut().append("authorization", value);
+        }
+        let mut config = WebSocketConfig::default();
+        config.max_message_size = Some(self.settings.message_bytes * 2 + 4096);
+        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+        let timeout = self.settings.request_timeout;
+        let connected =
+            runtime().block_on(async { tokio::time::timeout(timeout, connecting).await });
+        let (socket, _) = match connected {
+            Err(_) => {
+                return Err(down(format!(
+                    "{}: no answer in {timeout:?}",
+                    self.settings.url
+                )))
+            }
+            Ok(Err(e)) => return Err(refusal_of_handshake(&self.settings.url, e)),
+            Ok(Ok(connected)) => connected,
+        };
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let alive = Arc::new(AtomicBool::new(true));
+        let routes = Arc::new(Mutex::new(Routes::default()));
+        let (outgoing, queued) = async_mpsc::unbounded_channel();
+        runtime().spawn(drive(
+            socket,
+            queued,
+            routes.clone(),
+            alive.clone(),
+            self.settings.ping_every,
+        ));
+        Ok(Up {
+            generation,
+            alive,
+            outgoing,
+            routes,
+        })
+    }
+
+    fn number(&self) -> u64 {
+        self.numbers.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// A handshake refused with 401 or 403 is the credential's, for good; any
+/// other failure is the network's or the gateway's, for now.
+fn refusal_of_handshake(url: &str, error: tokio_tungstenite::tungstenite::Error) -> Error {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    if let WsError::Http(response) = &error {
+        if matches!(response.status().as_u16(), 401 | 403) {
+            return Error::TransportRefused(format!("{url}: the gateway refused the credential"));
+        }
+    }
+    down(format!("{url}: {error}"))
+}
+
+/// The link's life on the runtime: sends what the topics queue, pings
+/// when quiet, and routes what it hears, until the socket ends.
+async fn drive(
+    socket: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    mut queued: async_mpsc::UnboundedReceiver<Message>,
+    routes: Arc<Mutex<Routes>>,
+    alive: Arc<AtomicBool>,
+    ping_every: Duration,
+) {
+    let (mut sink, mut stream) = socket.split();
+    let mut ping = tokio::time::interval(ping_every);
+    let mut pings = 0u64;
+    let why = loop {
+        tokio::select! {
+            out = queued.recv() => {
+                let Some(out) = out else { break "the device let go of the link".to_owned() };
+                if let Err(e) = sink.send(out).await {
+                    break format!("sending: {e}");
+                }
+                ping.reset();
+            }
+            _ = ping.tick() => {
+                pings += 1;
+                let text = Request::Ping { id: pings }.to_text();
+                if let Err(e) = sink.send(Message::Text(text.into())).await {
+                    break format!("sending: {e}");
+                }
+            }
+            heard = stream.next() => match heard {
+                Some(Ok(Message::Binary(bytes))) => match on_frame(&bytes, &routes) {
+                    Ok(()) => {}
+                    Err(LinkEnd::Faulted(why)) => break why,
+                    Err(LinkEnd::NotAFrame(reason, why)) => {
+                        let fault = Frame::Fault { topic: 0, reason: reason.to_owned(), message: why.clone() };
+                        let _ = sink.send(Message::Binary(fault.encode().into())).await;
+                        break why;
+                    }
+                },
+                Some(Ok(Message::Text(text))) => on_request(text.as_str(), &routes),
+                Some(Ok(Message::Close(_))) | None => break "the gateway closed the link".to_owned(),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break format!("the link: {e}"),
+            },
+        }
+    };
+    alive.store(false, Ordering::Release);
+    let _ = sink.close().await;
+    for topic in lock(&routes).mine.values() {
+        let _ = topic.send(Heard::LinkEnded(why.clone()));
+    }
+}
+
+/// Why the link ends on a frame from the gateway.
+enum LinkEnd {
+    /// The gateway ended it with a fault on topic 0 (never answered).
+    Faulted(String),
+    /// The gateway sent what no gateway sends: answered with a fault on
+    /// topic 0, this reason.
+    NotAFrame(&'static str, String),
+}
+
+/// Routes one frame from the gateway.
+fn on_frame(bytes: &[u8], routes: &Mutex<Routes>) -> Result<(), LinkEnd> {
+    let frame = Frame::decode(bytes).map_err(|e| LinkEnd::NotAFrame(e.reason(), e.to_string()))?;
+    let mut routes = lock(routes);
+    let (mine, heard) = match frame {
+        Frame::Open { topic, name, .. } => {
+            let Some(mine) = routes.named.remove(&name) else {
+                return Ok(());
+            };
+            routes.theirs.insert(topic, mine);
+            (Some(mine), Heard::Opened)
+        }
+        Frame::Commits {
+            topic,
+            first,
+            commits,
+        } => {
+            let mine = routes.theirs.get(&topic).copied();
+            for (seq, commit) in (first..).zip(commits) {
+                if let Some(to) = mine.and_then(|m| routes.mine.get(&m)) {
+                    let _ = to.send(Heard::Commit(seq, commit));
+                }
+            }
+            return Ok(());
+        }
+        Frame::Refused {
+            topic,
+            seq,
+            reasons,
+        } => (
+            routes.theirs.get(&topic).copied(),
+            Heard::Refused(seq, reasons),
+        ),
+        // A fault answering the device's frame names the device's number.
+        Frame::Fault {
+            topic: 0,
+            reason,
+            message,
+        } => {
+            return Err(LinkEnd::Faulted(format!(
+                "the gateway ended the link ({reason}): {message}"
+            )));
+        }
+        Frame::Fault {
+            topic,
+            reason,
+            message,
+        } => (Some(topic), Heard::Fault(reason, message)),
+        // Nothing to drop: what a replica holds comes as messages (the
+        // gateway's state carries none).
+        Frame::State { .. } | Frame::Leave { .. } => return Ok(()),
+    };
+    if let Some(to) = mine.and_then(|m| routes.mine.get(&m)) {
+        let _ = to.send(heard);
+    }
+    Ok(())
+}
+
+fn on_request(text: &str, routes: &Mutex<Routes>) {
+    let routes = lock(routes);
+    let (mine, heard) = match Request::from_text(text) {
+        Some(Request::Taken { topic, seq }) => {
+            (routes.theirs.get(&topic).copied(), Heard::Taken(seq))
+        }
+        Some(Request::Refused {
+            reason, message, ..
+        }) => {
+            log::warn!("the gateway refused a request or frame ({reason}): {message}");
+            return;
+        }
+        _ => return,
+    };
+    if let Some(to) = mine.and_then(|m| routes.mine.get(&m)) {
+        let _ = to.send(heard);
+    }
+}
+
+/// The topic a replica has open on the link now.
+struct Open {
+    generation: u64,
+    mine: u64,
+    outgoing: async_mpsc::UnboundedSender<Message>,
+    routes: Arc<Mutex<Routes>>,
+    /// The sequence of the last Up sent.
+    sent: u64,
+}
+
+/// What acknowledges a message: the link it came on, its sequence there,
+/// and its bytes (kept to deliver it again when it is held).
+pub struct Held {
+    generation: u64,
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+/// The device loop's client of the gateway, for one replica: a topic of a
+/// [`WsLink`].
+pub struct Ws {
+    link: WsLink,
+    me: Uuid,
+    /// The replica applied nothing yet: it opens with no root, wanting.
+    holds_nothing: bool,
+    open: Option<Open>,
+    inbox: Receiver<Heard>,
+    tell: Sender<Heard>,
+    /// Messages heard while waiting for something else.
+    pending: VecDeque<(u64, u64, Vec<u8>)>,
+    /// A message the replica could not take, to deliver again.
+    held: Option<Held>,
+}
+
+impl Ws {
+    /// A client of its own link.
+    pub fn new(settings: WsSettings, replica: &Replica) -> Result<Ws, Error> {
+        Ws::on(&WsLink::new(settings), replica)
+    }
+
+    /// A client for `replica` on a link other replicas may share.
+    pub fn on(link: &WsLink, replica: &Replica) -> Result<Ws, Error> {
+        let applied = replica.last_applied()?;
+        let (tell, inbox) = mpsc::channel();
+        Ok(Ws {
+            link: link.clone(),
+            me: replica.me(),
+            holds_nothing: applied.sequence == 0 && applied.epoch.is_empty(),
+            open: None,
+            inbox,
+            tell,
+            pending: VecDeque::new(),
+            held: None,
+        })
+    }
+
+    fn open(&self) -> Result<&Open, Error> {
+        self.open
+            .as_ref()
+            .ok_or_else(|| down("the topic is not open"))
+    }
+
+    fn queue(&self, message: Message) -> Result<(), Error> {
+        self.open()?
+            .outgoing
+            .send(message)
+            .map_err(|_| down("the link ended"))
+    }
+
+    fn send_frame(&self, frame: &Frame) -> Result<(), Error> {
+        self.queue(Message::Binary(frame.encode().into()))
+    }
+
+    fn forget_topic(&mut self) {
+        if let Some(open) = self.open.take() {
+            let mut routes = lock(&open.routes);
+            routes.mine.remove(&open.mine);
+            routes.theirs.retain(|_, mine| *mine != open.mine);
+            routes.named.retain(|_, mine| *mine != open.mine);
+        }
+    }
+
+    /// Takes what the link said, keeping messages aside; answers an error
+    /// when the topic or the link ended.
+    fn heard(&mut self, heard: Heard) -> Result<Option<Heard>, Error> {
+        let generation = self.open()?.generation;
+        match heard {
+            Heard::Commit(seq, bytes) => {
+                self.pending.push_back((generation, seq, bytes));
+                Ok(None)
+            }
+            Heard::LinkEnded(why) => {
+                self.open = None;
+                Err(down(format!("the link ended: {why}")))
+            }
+            Heard::Fault(reason, message) => {
+                self.forget_topic();
+                Err(fault_error(&reason, &message))
+            }
+            other => Ok(Some(other)),
+        }
+    }
+
+    /// Waits up to `timeout` for what `wanted` picks, keeping messages.
+    fn wait_for(
+        &mut self,
+        timeout: Duration,
+        wanted: impl Fn(&Heard) -> bool,
+    ) -> Result<Heard, Error> {
+        let until = Instant::now() + timeout;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            let heard = match self.inbox.recv_timeout(left) {
+                Ok(heard) => heard,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(down(format!("no answer in {timeout:?}")))
+                }
+                Err(RecvTimeoutError::Disconnected) => return Err(down("the link ended")),
+            };
+            if let Some(heard) = self.heard(heard)? {
+                if wanted(&heard) {
+                    return Ok(heard);
+                }
+            }
+        }
+    }
+}
+
+/// A fault naming the topic: refused for good when the credential does
+/// not allow it, for now otherwise (the loop opens it again).
+fn fault_error(reason: &str, message: &str) -> Error {
+    let text = format!("the gateway ended the topic ({reason}): {message}");
+    if reason == NOT_ALLOWED {
+        Error::TransportRefused(text)
+    } else {
+        Error::TransportDown(text)
+    }
+}
+
+impl Transport for Ws {
+    type Handle = Held;
+
+    fn connect(&mut self) -> Result<(), Error> {
+        self.forget_topic();
+        self.pending.clear();
+        while self.inbox.try_recv().is_ok() {}
+        let Up {
+            generation,
+            outgoing,
+            routes,
+            ..
+        } = self.link.ensure()?;
+        let mine = self.link.number();
+        let name = topic_name(self.me);
+        {
+            let mut routes = lock(&routes);
+            routes.mine.insert(mine, self.tell.clone());
+            routes.named.insert(name.clone(), mine);
+        }
+        self.open = Some(Open {
+            generation,
+            mine,
+            outgoing,
+            routes,
+            sent: 0,
+        });
+        let root = (!self.holds_nothing).then(|| root_of(self.me));
+        self.send_frame(&Frame::Open {
+            topic: mine,
+            name,
+            want: root.is_none(),
+            root,
+        })?;
+        let timeout = self.link.settings.request_timeout;
+        self.wait_for(timeout, |h| matches!(h, Heard::Opened))?;
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Option<Delivery<Held>>, Error> {
+        if let Some(held) = self.held.take() {
+            let bytes = held.bytes.clone();
+            return Ok(Some(Delivery {
+                handle: held,
+                bytes,
+            }));
+        }
+        while let Ok(heard) = self.inbox.try_recv() {
+            self.heard(heard)?;
+        }
+        self.open()?;
+        Ok(self
+            .pending
+            .pop_front()
+            .map(|(generation, seq, bytes)| Delivery {
+                handle: Held {
+                    generation,
+                    seq,
+                    bytes: bytes.clone(),
+                },
+                bytes,
+            }))
+    }
+
+    fn ack(&mut self, handle: Held) -> Result<(), Error> {
+        self.holds_nothing = false;
+        let open = self.open()?;
+        if open.generation != handle.generation {
+            // Came on a link that ended: the message comes again.
+            return Ok(());
+        }
+        let ack = Request::Ack {
+            topic: open.mine,
+            seq: handle.seq,
+        };
+        self.queue(Message::Text(ack.to_text().into()))
+    }
+
+    fn hold(&mut self, handle: Held, retry_in: Duration) -> Result<(), Error> {
+        if let Some(open) = self
+            .open
+            .as_ref()
+            .filter(|o| o.generation == handle.generation)
+        {
+            let refused = Frame::Refused {
+                topic: open.mine,
+                seq: handle.seq,
+                reasons: vec![Reason::new(
+                    "held",
+                    format!("the replica could not take it now; again in {retry_in:?}"),
+                )],
+            };
+            self.send_frame(&refused)?;
+        }
+        self.held = Some(handle);
+        Ok(())
+    }
+
+    fn send(&mut self, up: &Upload) -> Result<(), Error> {
+        let limit = self.link.settings.message_bytes;
+        if up.bytes.len() > limit {
+            return Err(Error::TransportRefused(format!(
+                "an Up of {} bytes, more than a message takes ({limit})",
+                up.bytes.len()
+            )));
+        }
+        let open = self
+            .open
+            .as_mut()
+            .ok_or_else(|| down("the topic is not open"))?;
+        open.sent += 1;
+        let (mine, seq) = (open.mine, open.sent);
+        self.send_frame(&Frame::Commits {
+            topic: mine,
+            first: seq,
+            commits: vec![up.bytes.clone()],
+        })?;
+        let timeout = self.link.settings.request_timeout;
+        let answer = self.wait_for(
+            timeout,
+            |h| matches!(h, Heard::Taken(s) | Heard::Refused(s, _) if *s == seq),
+        )?;
+        match answer {
+            Heard::Refused(_, reasons) => Err(up_refused(&reasons)),
+            _ => Ok(()),
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool, Error> {
+        if !self.pending.is_empty() {
+            return Ok(true);
+        }
+        match self.inbox.recv_timeout(timeout) {
+            Ok(Heard::Wake) => Ok(true),
+            Ok(heard) => {
+                self.heard(heard)?;
+                Ok(true)
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(false),
+            Err(RecvTimeoutError::Disconnected) => Err(down("the link ended")),
+        }
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        let tell = self.tell.clone();
+        Some(Arc::new(move || {
+            let _ = tell.send(Heard::Wake);
+        }))
+    }
+}
+
+/// An Up the gateway refused: for now when the server speaks an older
+/// protocol (it is sent again once the server is upgraded), for good
+/// otherwise (malformed, too large: the loop narrows it).
+fn up_refused(reasons: &[Reason]) -> Error {
+    let codes: Vec<&str> = reasons.iter().map(|r| r.code.as_str()).collect();
+    let text = format!("the gateway refused the Up: {codes:?}");
+    if codes.contains(&LATER_PROTOCOL) {
+        Error::TransportDown(text)
+    } else {
+        Error::TransportRefused(text)
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        if let Some(open) = &self.open {
+            let leave = Frame::Leave { topic: open.mine };
+            let _ = open.outgoing.send(Message::Binary(leave.encode().into()));
+        }
+        self.forget_topic();
+    }
+}
