@@ -492,6 +492,14 @@ impl RawLink {
         }
     }
 
+    /// The link's TCP socket.
+    pub fn tcp(&self) -> &TcpStream {
+        match self.socket.get_ref() {
+            MaybeTlsStream::Plain(tcp) => tcp,
+            _ => unreachable!("the tests' links are plain"),
+        }
+    }
+
     pub fn send_bytes(&mut self, bytes: Vec<u8>) {
         self.socket.send(Message::Binary(bytes.into())).unwrap();
     }
@@ -582,4 +590,70 @@ impl RawLink {
             }
         }
     }
+}
+
+/// A TCP proxy between devices and the gateway that can cut a connection
+/// in the middle of what the device sends next.
+pub struct Proxy {
+    pub address: SocketAddr,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Proxy {
+    pub fn to(gateway: &Gateway) -> Proxy {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let target = gateway.address;
+        let cut = Arc::new(AtomicBool::new(false));
+        let cutting = cut.clone();
+        std::thread::spawn(move || {
+            for device in listener.incoming() {
+                let Ok(device) = device else { return };
+                let Ok(upstream) = TcpStream::connect(target) else {
+                    continue;
+                };
+                let (d2, u2) = (device.try_clone().unwrap(), upstream.try_clone().unwrap());
+                let cutting = cutting.clone();
+                std::thread::spawn(move || copy(device, upstream, Some(cutting)));
+                std::thread::spawn(move || copy(u2, d2, None));
+            }
+        });
+        Proxy { address, cut }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}/link", self.address)
+    }
+
+    /// The next bytes a device sends are cut in half, and its connection
+    /// with them.
+    pub fn cut_the_next_frame_midway(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn copy(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    cut: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+) {
+    use std::io::{Read, Write};
+    let mut buffer = [0u8; 65536];
+    loop {
+        let n = match from.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let cutting = cut
+            .as_ref()
+            .is_some_and(|c| c.swap(false, std::sync::atomic::Ordering::SeqCst));
+        let forward = if cutting { n.div_ceil(2) } else { n };
+        if to.write_all(&buffer[..forward]).is_err() || cutting {
+            break;
+        }
+    }
+    let _ = from.shutdown(std::net::Shutdown::Both);
+    let _ = to.shutdown(std::net::Shutdown::Both);
 }

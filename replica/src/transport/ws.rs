@@ -522,6 +522,12 @@ impl Transport for Ws {
     type Handle = Held;
 
     fn connect(&mut self) -> Result<(), Error> {
+        // A topic still open on a link that is up is left first: one
+        // replica is one topic on a link.
+        if let Some(open) = &self.open {
+            let leave = Frame::Leave { topic: open.mine };
+            let _ = open.outgoing.send(Message::Binary(leave.encode().into()));
+        }
         self.forget_topic();
         self.pending.clear();
         while self.inbox.try_recv().is_ok() {}
