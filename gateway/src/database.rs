@@ -185,6 +185,22 @@ pub enum Event {
     WakeAll,
 }
 
+/// A link's ear: a small channel of events, and whether one was lost
+/// because it was full (the link then looks at every topic it carries).
+#[derive(Clone)]
+pub struct Ear {
+    pub events: mpsc::Sender<Event>,
+    pub overflowed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Ear {
+    fn tell(&self, event: Event) {
+        if self.events.try_send(event).is_err() {
+            self.overflowed.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// The replicas and credentials the links carry, and the connection that
 /// LISTENs for them.
 pub struct Listener {
@@ -194,8 +210,8 @@ pub struct Listener {
 
 #[derive(Default)]
 struct Listening {
-    replicas: HashMap<Uuid, HashMap<u64, mpsc::Sender<Event>>>,
-    credentials: HashMap<Uuid, HashMap<u64, mpsc::Sender<Event>>>,
+    replicas: HashMap<Uuid, HashMap<u64, Ear>>,
+    credentials: HashMap<Uuid, HashMap<u64, Ear>>,
 }
 
 enum Command {
@@ -226,7 +242,7 @@ impl Listener {
     }
 
     /// Link `link` carries `replica`: it is told when messages wait.
-    pub fn carry(&self, link: u64, replica: Uuid, ear: &mpsc::Sender<Event>) {
+    pub fn carry(&self, link: u64, replica: Uuid, ear: &Ear) {
         let first = {
             let mut state = self.state();
             let links = state.replicas.entry(replica).or_default();
@@ -257,7 +273,7 @@ impl Listener {
     }
 
     /// Link `link` holds `credential`: it is told when it is revoked.
-    pub fn hold(&self, link: u64, credential: Uuid, ear: &mpsc::Sender<Event>) {
+    pub fn hold(&self, link: u64, credential: Uuid, ear: &Ear) {
         self.state()
             .credentials
             .entry(credential)
@@ -285,7 +301,7 @@ impl Listener {
                 .and_then(|c| state.credentials.get(&c).map(|l| (c, l)))
             {
                 for ear in links.1.values() {
-                    let _ = ear.try_send(Event::Revoked(links.0));
+                    ear.tell(Event::Revoked(links.0));
                 }
             }
             return;
@@ -302,15 +318,14 @@ impl Listener {
             .into_iter()
             .flat_map(|l| l.values())
         {
-            // A full ear has a wake waiting already, or a WakeAll.
-            let _ = ear.try_send(Event::Wake(replica));
+            ear.tell(Event::Wake(replica));
         }
     }
 
     fn wake_all(&self) {
         let state = self.state();
         for ear in state.replicas.values().flat_map(|l| l.values()) {
-            let _ = ear.try_send(Event::WakeAll);
+            ear.tell(Event::WakeAll);
         }
     }
 

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
 use crate::credentials::{Authenticate, Identity, Refusal};
-use crate::database::{Event, Filed, Listener, Pool};
+use crate::database::{Ear, Event, Filed, Listener, Pool};
 use crate::link::reasons::*;
 use crate::link::{replica_named, root_of, topic_name, Frame, NotAFrame, Reason, Request, Root};
 use crate::Settings;
@@ -82,7 +82,7 @@ struct Session {
     id: u64,
     ws: WebSocket,
     shared: Arc<Shared>,
-    ear: mpsc::Sender<Event>,
+    ear: Ear,
     /// The replicas the link's credentials allow, each with what revokes it.
     allowed: HashMap<Uuid, Option<Uuid>>,
     /// Open topics, by the device's number.
@@ -94,7 +94,11 @@ struct Session {
 /// Runs one link until it ends.
 pub(crate) async fn run(ws: WebSocket, slot: Slot, presented: Vec<Identity>) {
     let shared = slot.0.clone();
-    let (ear, mut events) = mpsc::channel(64);
+    let (events_in, mut events) = mpsc::channel(64);
+    let ear = Ear {
+        events: events_in,
+        overflowed: Default::default(),
+    };
     let mut session = Session {
         id: shared.next_link.fetch_add(1, Ordering::Relaxed),
         ws,
@@ -209,6 +213,12 @@ impl Session {
     }
 
     async fn on_event(&mut self, event: Event) -> Step {
+        if self.ear.overflowed.swap(false, Ordering::AcqRel) {
+            // An event lost to a full channel may have been any replica's
+            // wake, or a revocation.
+            self.recheck_credentials().await?;
+            self.deliver_each(self.topics_of(|_| true)).await?;
+        }
         match event {
             Event::Wake(replica) => {
                 let topics: Vec<u64> = self.topics_of(|t| t.replica == replica);
@@ -225,6 +235,30 @@ impl Session {
                 Ok(())
             }
         }
+    }
+
+    /// Ends the link when a credential it holds is revoked now.
+    async fn recheck_credentials(&mut self) -> Step {
+        let held: Vec<Uuid> = self.allowed.values().flatten().copied().collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let client = self.shared.pool.client().await.map_err(Ending::Database)?;
+        let live = client
+            .query(
+                "SELECT id FROM magic_sync_gateway.credentials \
+                 WHERE id = ANY($1) AND revoked_at IS NULL",
+                &[&held],
+            )
+            .await
+            .map_err(Ending::Database)?;
+        if live.len() < held.len() {
+            return Err(Ending::Fault(
+                REVOKED,
+                "a credential of this link was revoked".into(),
+            ));
+        }
+        Ok(())
     }
 
     fn topics_of(&self, pick: impl Fn(&Topic) -> bool) -> Vec<u64> {
