@@ -88,7 +88,7 @@ const opaque = new Set(['Wish.wanted', 'Wish.reported'])
 // The golden files mask what changes from run to run. A masked field is a
 // time (`now`, `since`, `*_at`), or one of these.
 const masks = new Set(['<masked>', '<time>'])
-const maskedKinds = { oldest_age_seconds: 'number', message: 'string' }
+const maskedKinds = { oldest_age_seconds: 'number', message: 'string', version: 'string', answered: 'string' }
 const isTime = (key) => key === 'now' || key === 'since' || key === 'at' || key.endsWith('_at') || key.endsWith('_since')
 
 /** What the samples of one place hold, merged. */
