@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what magic_sync needs on a fresh Debian machine, and nothing it
 # already has: PostgreSQL 15 with its headers, clang for bindgen, sudo (for
-# `cargo pgrx test --runas`), nats-server, cargo-pgrx 0.18.0 and its init.
+# `cargo pgrx test --runas`), nats-server, Chromium (the dashboard's browser
+# test), cargo-pgrx 0.18.0 and its init, and the dashboard's Node packages.
 # Safe to run again: each step checks first.
 set -euo pipefail
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-PACKAGES=(postgresql-15 postgresql-server-dev-15 clang libclang-dev sudo pkg-config nats-server)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 clang libclang-dev sudo pkg-config nats-server chromium)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -33,4 +34,13 @@ fi
 if ! grep -qs "pg15" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
     say "pointing pgrx at PostgreSQL 15"
     cargo pgrx init --pg15 "$PG_CONFIG"
+fi
+
+# The dashboard's packages, from its lock (node_modules/.package-lock.json is
+# what npm last installed): again only when the lock changed since.
+dashboard="$(dirname "$0")/../dashboard"
+if [ ! -f "$dashboard/node_modules/.package-lock.json" ] \
+    || [ "$dashboard/package-lock.json" -nt "$dashboard/node_modules/.package-lock.json" ]; then
+    say "installing the dashboard's Node packages (npm ci)"
+    (cd "$dashboard" && npm ci --no-audit --no-fund)
 fi
