@@ -303,6 +303,16 @@ impl Replica {
         Ok(wishes::offer(&offering, &mut self.running)?)
     }
 
+    /// Makes the next `Up` of the first lane say where the replica stands
+    /// (its last applied message, its gap, its backlog), even with nothing
+    /// else to say, as the first after `open` does. The device loop calls
+    /// it each time it connects again after a failure: a replica whose
+    /// messages cannot be taken is then still heard, and the server sees
+    /// it alive and not moving.
+    pub fn say_where_it_stands(&mut self) {
+        self.owes_standing = true;
+    }
+
     /// How many wishes wait to be carried out: not answered yet, or
     /// answered waiting.
     pub fn wishes_due(&self) -> Result<usize, Error> {

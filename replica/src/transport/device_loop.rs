@@ -20,9 +20,15 @@
 //! hundred registers on one server, every report filed while the others
 //! still take the same change is work they wait behind.
 //!
-//! A transport failure ends the turn: the loop reports it, pauses (100 ms,
-//! doubling to 30 s) and connects again. Nothing is lost meanwhile: a
-//! message not acknowledged comes again, and an Up not taken is built again.
+//! Ups never wait for messages: a turn sends them whatever taking came to
+//! (a fetch that failed, a message held back, one of a later protocol), so
+//! what the register wrote reaches the server while its downloads are
+//! stuck. A transport failure then ends the turn: the loop reports it,
+//! pauses (100 ms, doubling to 30 s) and connects again; connected again,
+//! the replica says where it stands in its next Up, so the server hears a
+//! replica that is alive and not moving (docs/src/how-it-works.md, "A
+//! replica that stops moving"). Nothing is lost meanwhile: a message not
+//! acknowledged comes again, and an Up not taken is built again.
 //!
 //! Wishes of the replica's settings are offered to their handlers at
 //! start, after each message that changes one (`Replica::receive` does),
@@ -165,6 +171,7 @@ pub fn run<T: Transport + ?Sized>(
         report,
         interruptible,
         connected: false,
+        ever_connected: false,
         pauses: Backoff::new(options.first_pause, options.longest_pause),
         holds: Backoff::new(options.first_pause, options.longest_pause),
         held_until: None,
@@ -196,6 +203,8 @@ struct Looping<'a, T: ?Sized, R> {
     report: R,
     interruptible: bool,
     connected: bool,
+    /// Connected at least once since the loop began.
+    ever_connected: bool,
     /// Pauses after failures of the transport or of the replica.
     pauses: Backoff,
     /// Pauses before a message the replica could not take is tried again.
@@ -217,11 +226,24 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
         self.offer_wishes()?;
         if !self.connected {
             self.transport.connect().map_err(Fault::Transport)?;
+            if self.ever_connected {
+                // Connected again after a failure: the server hears where
+                // the replica stands, even with nothing else to say, so a
+                // replica that cannot take its messages is seen to be alive
+                // and not moving (a stall the server heals).
+                self.replica.say_where_it_stands();
+            }
             self.connected = true;
+            self.ever_connected = true;
             (self.report)(Status::Connected);
         }
-        self.deliver()?;
-        if !self.send_ups()? {
+        // Uploads never wait for downloads: whatever taking messages came
+        // to (a fetch that failed, a message held back), the Ups go, and
+        // only then does a failure of taking end the turn.
+        let delivered = self.deliver();
+        let sent_upload = self.send_ups();
+        delivered?;
+        if !sent_upload? {
             self.wait()?;
         }
         Ok(())

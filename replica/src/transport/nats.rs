@@ -78,6 +78,11 @@ pub struct NatsSettings {
     /// How long a request (a publish's acknowledgement, a double ack, the
     /// consumer's info, connecting) waits for its answer.
     pub request_timeout: Duration,
+    /// How long nothing may come before the client asks its consumer
+    /// whether messages wait all the same: if they do, the consumer is
+    /// stuck (issue 29), and `wait` fails, so that the loop connects again
+    /// and the replica tells the server where it stands.
+    pub stuck_after: Duration,
 }
 
 impl NatsSettings {
@@ -90,6 +95,7 @@ impl NatsSettings {
             down_stream: DOWN_STREAM.to_owned(),
             fetch_expiry: Duration::from_secs(5),
             request_timeout: Duration::from_secs(5),
+            stuck_after: Duration::from_secs(30),
         }
     }
 }
@@ -123,6 +129,9 @@ pub struct Nats {
     wake: Arc<Notify>,
     /// Where the last message was acknowledged (its reply subject).
     last_ack: Option<async_nats::Subject>,
+    /// Since when nothing came: past `stuck_after`, the consumer is asked
+    /// whether messages wait all the same.
+    quiet_since: Instant,
 }
 
 /// One connection, and the replica's consumer once the server made it.
@@ -165,6 +174,7 @@ impl Nats {
             pull: None,
             wake: Arc::new(Notify::new()),
             last_ack: None,
+            quiet_since: Instant::now(),
         })
     }
 
@@ -300,6 +310,52 @@ impl Nats {
     }
 }
 
+impl Nats {
+    /// After `stuck_after` with nothing delivered, asks the consumer what
+    /// it holds for the replica. Messages waiting, or one pending while
+    /// the client holds none, mean it hands out nothing it should: a
+    /// consumer whose pending message the stream no longer holds (a kill
+    /// of nats-server just after an acknowledgement) stays so for good.
+    /// The loop then connects again, and the replica says where it stands,
+    /// so that the server sees it alive and not moving, and heals it. A
+    /// message that came just as the consumer was asked costs one such
+    /// reconnection, nothing more.
+    fn fail_if_stuck(&mut self) -> Result<(), Error> {
+        if self.stash.is_some() || self.quiet_since.elapsed() < self.settings.stuck_after {
+            return Ok(());
+        }
+        self.quiet_since = Instant::now();
+        let Nats {
+            settings,
+            me,
+            runtime,
+            link,
+            ..
+        } = self;
+        let link = link.as_mut().ok_or_else(not_connected)?;
+        let held = runtime.block_on(async {
+            let Some(mut consumer) = link.consumer(&settings.down_stream, *me).await? else {
+                return Ok::<_, Error>(None);
+            };
+            let info = tokio::time::timeout(settings.request_timeout, consumer.info())
+                .await
+                .map_err(|_| Error::TransportDown("the consumer's info went unanswered".into()))?
+                .map_err(|e| Error::TransportDown(format!("the consumer's info: {e}")))?;
+            Ok(Some((info.num_pending, info.num_ack_pending)))
+        })?;
+        match held {
+            Some((waiting, pending)) if waiting > 0 || pending > 0 => {
+                Err(Error::TransportDown(format!(
+                    "its consumer holds {waiting} message(s) waiting and {pending} pending, \
+                     yet none came for {:?}",
+                    settings.stuck_after
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Link {
     fn check(&self) -> Result<(), Error> {
         match self.client.connection_state() {
@@ -349,6 +405,7 @@ impl Transport for Nats {
     fn connect(&mut self) -> Result<(), Error> {
         self.link = None;
         self.pull = None;
+        self.quiet_since = Instant::now();
         // Delivered on the connection given up: it comes again.
         self.stash = None;
         let servers = self
@@ -412,10 +469,14 @@ impl Transport for Nats {
         } else {
             self.take_waiting()?;
         }
-        Ok(self.stash.take().map(|message| Delivery {
+        let delivery = self.stash.take().map(|message| Delivery {
             bytes: message.payload.to_vec(),
             handle: Delivered(message),
-        }))
+        });
+        if delivery.is_some() {
+            self.quiet_since = Instant::now();
+        }
+        Ok(delivery)
     }
 
     fn ack(&mut self, handle: Delivered) -> Result<(), Error> {
@@ -461,8 +522,14 @@ impl Transport for Nats {
         })
     }
 
+    /// Waits for a message; when none came for `stuck_after`, fails if
+    /// the consumer says messages wait all the same (it is stuck).
     fn wait(&mut self, timeout: Duration) -> Result<bool, Error> {
-        self.pull_for(timeout, true)
+        if self.pull_for(timeout, true)? {
+            return Ok(true);
+        }
+        self.fail_if_stuck()?;
+        Ok(false)
     }
 
     fn waker(&self) -> Option<Waker> {
