@@ -263,7 +263,13 @@ CREATE TABLE sync.replicas (
     -- the replica again, and one within a day of that is logged, not acted
     -- on.
     digests_at        timestamptz,
-    digests_provisioned_at timestamptz
+    digests_provisioned_at timestamptz,
+    -- A stall: messages wait for it and its applied position has not moved
+    -- for magic_sync.stalled_after (sql/stalls.sql). The steps the worker
+    -- took with it, and when the last was: they count for the stall only
+    -- while it has not moved since.
+    stall_heals       integer NOT NULL DEFAULT 0,
+    stall_healed_at   timestamptz
 );
 
 -- What each replica holds, or has on its way, as the engine records it: one

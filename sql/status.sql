@@ -113,12 +113,18 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT '{"pending": 0, "waiting": 0, "refused": 0, "superseded": 0, "applied": 0}'::jsonb
 $$;
 
+-- The states a replica is in, worst first.
+CREATE FUNCTION sync_internal.status_states() RETURNS text[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT ARRAY['awaiting_fix', 'unreachable', 'stalled', 'catching_up', 'synced']
+$$;
+
 -- Each live replica of the scope, its state and what makes it so
 -- (docs/src/status.md, "The states"). It reads only what the engine
 -- records, never the rows a replica should hold: a change a replica lacks
 -- is a note not yet planned, a message it has not confirmed, a
 -- provisioning due, or a row set aside, and each of those is counted here.
--- `rank` orders the states worst first (0: awaiting_fix ... 3: synced).
+-- `rank` orders the states worst first (0: awaiting_fix ... 4: synced).
 CREATE FUNCTION sync_internal.replica_states(scope jsonb)
 RETURNS TABLE (
     id uuid, partition text, state text, rank integer,
@@ -141,6 +147,11 @@ RETURNS TABLE (
     refused bigint, kept bigint,
     -- Sends failing to it (sync.sends).
     failures integer, last_error text, failed_at timestamptz,
+    -- Messages that wait for it beyond the last it applied, and since when
+    -- its position has not moved while they waited; it is stalled when that
+    -- is longer than magic_sync.stalled_after and it was heard since (alive,
+    -- taking nothing: sql/stalls.sql); the steps the worker took with it.
+    messages_waiting bigint, stalled_since timestamptz, stalled boolean, stall_heals integer,
     heard_at timestamptz, applied_at timestamptz,
     backlog_tables jsonb, backlog_said_at timestamptz,
     -- Its wishes by where they stand (sql/wishes.sql): one pending (not
@@ -201,6 +212,9 @@ LANGUAGE sql STABLE AS $$
                coalesce(rf.wait, 0) AS held_back, coalesce(ib.wait, 0) AS waiting,
                coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept,
                se.failures, se.last_error, se.failed_at,
+               st.messages AS messages_waiting,
+               CASE WHEN st.stalled THEN st.since END AS stalled_since,
+               st.stalled, st.heals AS stall_heals,
                s.heard_at, s.applied_at, b.tables AS backlog_tables, b.said_at AS backlog_said_at,
                coalesce(w.counts, sync_internal.no_wishes()) AS wishes,
                coalesce(w.pending, 0) AS wishes_pending
@@ -212,10 +226,16 @@ LANGUAGE sql STABLE AS $$
         LEFT JOIN inbox ib ON ib.replica = s.id
         LEFT JOIN sync.sends se ON se.replica = s.id
         LEFT JOIN wishes w ON w.replica = s.id
+        CROSS JOIN LATERAL sync_internal.stall_of(
+            s.id, s.epoch, s.applied_epoch, s.applied_sequence, s.applied_at, s.heard_at,
+            s.provision OR s.provision_at IS NOT NULL, s.stall_heals, s.stall_healed_at,
+            sync_internal.stalled_after()) st
     )
     SELECT f.id, f.partition, st.state, st.rank, f.pending, f.owed, f.unconfirmed,
            f.provisioning, f.backlog, f.set_aside, f.held_back, f.waiting, f.refused, f.kept,
-           f.failures, f.last_error, f.failed_at, f.heard_at, f.applied_at,
+           f.failures, f.last_error, f.failed_at,
+           f.messages_waiting, f.stalled_since, f.stalled, f.stall_heals,
+           f.heard_at, f.applied_at,
            f.backlog_tables, f.backlog_said_at, f.wishes, f.wishes_pending
     FROM figures f
     CROSS JOIN LATERAL (
@@ -223,6 +243,7 @@ LANGUAGE sql STABLE AS $$
             -- Only what is its own: a row it refused, an upload of its kept.
             WHEN f.refused > 0 OR f.kept > 0 THEN 'awaiting_fix'
             WHEN f.failures IS NOT NULL THEN 'unreachable'
+            WHEN f.stalled THEN 'stalled'
             WHEN f.pending > 0 OR f.owed > 0 OR f.unconfirmed OR f.provisioning OR f.backlog
                  OR f.set_aside > 0 OR f.held_back > 0 OR f.waiting > 0
                  OR f.wishes_pending > 0 THEN 'catching_up'
@@ -231,15 +252,8 @@ LANGUAGE sql STABLE AS $$
     ) AS named
     CROSS JOIN LATERAL (
         SELECT named.state,
-               array_position(ARRAY['awaiting_fix', 'unreachable', 'catching_up', 'synced'],
-                              named.state) - 1 AS rank
+               array_position(sync_internal.status_states(), named.state) - 1 AS rank
     ) AS st
-$$;
-
--- The states a replica is in, worst first.
-CREATE FUNCTION sync_internal.status_states() RETURNS text[]
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT ARRAY['awaiting_fix', 'unreachable', 'catching_up', 'synced']
 $$;
 
 -- One replica as the overview and the listing show it.
@@ -262,7 +276,9 @@ BEGIN
             'kept', r.kept,
             'failures', coalesce(r.failures, 0),
             'last_error', r.last_error,
-            'failed_at', r.failed_at),
+            'failed_at', r.failed_at,
+            'messages_waiting', r.messages_waiting,
+            'stalled_since', r.stalled_since),
         'heard_at', r.heard_at,
         'applied_at', r.applied_at,
         'backlog', CASE WHEN r.backlog_said_at IS NULL THEN NULL
@@ -436,11 +452,15 @@ BEGIN
     ),
     failing AS (
         SELECT se.*, 'wait' AS remedy FROM sync.sends se JOIN s ON s.id = se.replica
+    ),
+    stalled AS (
+        SELECT * FROM sync_internal.stalled(ARRAY(SELECT s.id FROM s))
     )
     SELECT jsonb_build_object(
         'healthy', NOT EXISTS (SELECT 1 FROM set_aside WHERE remedy = 'fix')
                    AND NOT EXISTS (SELECT 1 FROM refused WHERE remedy = 'fix')
-                   AND NOT EXISTS (SELECT 1 FROM inbox WHERE remedy = 'fix'),
+                   AND NOT EXISTS (SELECT 1 FROM inbox WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM stalled WHERE remedy = 'fix'),
         'notes', (SELECT jsonb_build_object(
                       'pending', count(*),
                       'oldest_at', min(noted_at),
@@ -485,7 +505,15 @@ BEGIN
                           'last_error', f.last_error, 'failed_at', f.failed_at,
                           'retry_at', f.retry_at, 'remedy', f.remedy)
                           ORDER BY f.failed_at, f.replica), '[]')
-                      FROM (SELECT * FROM failing ORDER BY failed_at, replica LIMIT lim) f)))
+                      FROM (SELECT * FROM failing ORDER BY failed_at, replica LIMIT lim) f)),
+        'stalled', jsonb_build_object(
+            'total', (SELECT count(*) FROM stalled),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', t.replica, 'since', t.since, 'messages', t.messages,
+                          'heard_at', t.heard_at, 'heals', t.heals, 'healed_at', t.healed_at,
+                          'remedy', t.remedy)
+                          ORDER BY t.remedy, t.since, t.replica), '[]')
+                      FROM (SELECT * FROM stalled ORDER BY remedy, since, replica LIMIT lim) t)))
     );
 END
 $$;
@@ -606,7 +634,8 @@ BEGIN
                || format('magic_sync_waiting{kind="set_aside"} %s', h.h->'set_aside'->>'total') || E'\n'
                || format('magic_sync_waiting{kind="refused"} %s', h.h->'refused'->>'total') || E'\n'
                || format('magic_sync_waiting{kind="inbox"} %s', h.h->'inbox'->>'total') || E'\n'
-               || format('magic_sync_waiting{kind="failing"} %s', h.h->'failing'->>'total')
+               || format('magic_sync_waiting{kind="failing"} %s', h.h->'failing'->>'total') || E'\n'
+               || format('magic_sync_waiting{kind="stalled"} %s', h.h->'stalled'->>'total')
         FROM h
         UNION ALL
         SELECT 3, f.position,

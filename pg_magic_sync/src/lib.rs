@@ -86,11 +86,18 @@ extension_sql_file!(
     name = "held_counts",
     requires = ["schema"]
 );
+// A replica that stops moving while messages wait for it: what the status
+// reads show and the worker heals.
+extension_sql_file!(
+    "../../sql/stalls.sql",
+    name = "stalls",
+    requires = ["schema"]
+);
 // The status reads (docs/src/status.md).
 extension_sql_file!(
     "../../sql/status.sql",
     name = "status",
-    requires = ["schema"]
+    requires = ["schema", "stalls"]
 );
 // The status reads of rows (docs/src/status-rows.md): the row states they
 // share.

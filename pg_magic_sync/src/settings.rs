@@ -22,6 +22,7 @@ pub static SEND_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(30_000);
 pub static OUTBOX_MESSAGES: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static OUTBOX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(256 * 1024);
 pub static UNCONFIRMED_AFTER: GucSetting<i32> = GucSetting::<i32>::new(3600);
+pub static STALLED_AFTER: GucSetting<i32> = GucSetting::<i32>::new(120);
 pub static NATS_URL: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"nats://127.0.0.1:4222"));
 pub static NATS_CREDENTIALS: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -171,6 +172,16 @@ fn define_bounds() {
         c"Seconds a replica may leave what it was sent unconfirmed, nothing newer going to it, before it is provisioned again.",
         c"The transport may have lost what it was sent.",
         &UNCONFIRMED_AFTER,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.stalled_after",
+        c"Seconds a replica may apply nothing while messages wait for it before it counts as stalled and the relay worker heals it.",
+        c"Shown by the status reads once it is heard meanwhile; over nats its consumer is made again, then it is provisioned again.",
+        &STALLED_AFTER,
         1,
         i32::MAX,
         GucContext::Sighup,

@@ -11,6 +11,7 @@ pub mod args;
 pub mod cluster;
 pub mod figures;
 pub mod fuzz;
+pub mod killed_register;
 pub mod nats;
 pub mod registers;
 pub mod relaying;

@@ -113,6 +113,15 @@ impl NatsServer {
         let _ = child.wait();
     }
 
+    /// Kills the server (SIGKILL), as a crash does: what it had not written
+    /// down is lost.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// Starts a server stopped by `stop` again, on the same port and store.
     pub fn start_again(&mut self) {
         if self.child.is_none() {
@@ -176,6 +185,70 @@ impl NatsServer {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Where JetStream keeps a consumer's own record (what it delivered,
+    /// what is pending), under the default account.
+    pub fn consumer_dir(&self, stream: &str, consumer: &str) -> PathBuf {
+        self.store_dir()
+            .join("jetstream/$G/streams")
+            .join(stream)
+            .join("obs")
+            .join(consumer)
+    }
+
+    /// Leaves a consumer as a kill of nats-server just after an
+    /// acknowledgement can: the message it delivered (`reply`: that
+    /// delivery's acknowledgement subject) is gone from the stream, let go
+    /// as acknowledged, while the consumer's own record, kept from before
+    /// the acknowledgement, still has it pending. With one delivery at a
+    /// time, the consumer then delivers nothing more, and each start of the
+    /// server logs that it could not find the message (issue 29).
+    ///
+    /// The stream must still hold an older message of another subject,
+    /// else the server drops a pending message below the stream's first
+    /// as it starts. Done by hand, as the timing of a real kill cannot be
+    /// hit every time: the server stopped, the consumer's record copied,
+    /// the acknowledgement made, and the old record put back.
+    pub fn lose_an_acknowledgement(&mut self, stream: &str, consumer: &str, reply: &str) {
+        let record = self.consumer_dir(stream, consumer);
+        let kept = self.dir.path().join("consumer-before-the-ack");
+        self.stop();
+        copy_dir(&record, &kept);
+        self.start_again();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let url = self.url();
+        runtime.block_on(async {
+            let client = async_nats::connect(&url).await.expect("connects");
+            client
+                .publish(reply.to_owned(), "+ACK".into())
+                .await
+                .expect("acknowledges");
+            client.flush().await.expect("flushes");
+            let js = jetstream::new(client);
+            let began = Instant::now();
+            loop {
+                let info = js
+                    .get_stream(stream)
+                    .await
+                    .expect("the stream")
+                    .consumer_info(consumer)
+                    .await
+                    .expect("the consumer");
+                if info.num_ack_pending == 0 {
+                    break;
+                }
+                assert!(began.elapsed() < Duration::from_secs(30), "the ack taken");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        self.stop();
+        std::fs::remove_dir_all(&record).expect("drops the consumer's record");
+        copy_dir(&kept, &record);
+        self.start_again();
     }
 
     /// What the server logged since it last started.
@@ -278,4 +351,12 @@ pub async fn publish_down(js: &jetstream::Context, replica: Uuid, outbox_id: &st
     .expect("publishes down")
     .await
     .expect("the down stream stores it");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("makes the directory");
+    for entry in std::fs::read_dir(from).expect("reads the directory") {
+        let entry = entry.expect("an entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copies a file");
+    }
 }

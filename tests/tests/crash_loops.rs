@@ -18,21 +18,15 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use magic_sync_tests::killed_register::SERVER_SCHEMA;
 use magic_sync_tests::Cluster;
 use rand::{Rng, SeedableRng};
 use rusqlite::{Connection, OpenFlags};
 use uuid::Uuid;
 
-const SERVER_SCHEMA: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (id uuid PRIMARY KEY, name text NOT NULL, price_cents bigint NOT NULL);
-    CREATE TABLE shop.receipts (id uuid PRIMARY KEY, register_id uuid NOT NULL, total_cents bigint NOT NULL);
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
-    SELECT sync.declare_table('shop.receipts', mirror => 'record', origin => 'register_id');
-    INSERT INTO shop.products SELECT gen_random_uuid(), 'Item ' || i, 0 FROM generate_series(1, 20) AS i;
-";
+/// The catalog the head office starts with.
+const TWENTY_PRODUCTS: &str =
+    "INSERT INTO shop.products SELECT gen_random_uuid(), 'Item ' || i, 0 FROM generate_series(1, 20) AS i";
 
 /// How many times the register is killed: a couple of hundred in CI, more
 /// with `MAGIC_SYNC_CRASHES`.
@@ -155,6 +149,7 @@ fn a_register_killed_again_and_again_is_never_corrupt_nor_half_applied_and_conve
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("shop");
     pg.batch_execute(SERVER_SCHEMA).unwrap();
+    pg.batch_execute(TWENTY_PRODUCTS).unwrap();
     let id = Uuid::new_v4();
     pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[&id])
         .unwrap();
@@ -270,6 +265,7 @@ fn the_relay_worker_and_a_backend_filing_killed_again_and_again_lose_nothing() {
     ]);
     let mut pg = cluster.database_with_extension("shop");
     pg.batch_execute(SERVER_SCHEMA).unwrap();
+    pg.batch_execute(TWENTY_PRODUCTS).unwrap();
     let id = Uuid::new_v4();
     pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[&id])
         .unwrap();

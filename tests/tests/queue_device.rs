@@ -365,3 +365,90 @@ fn a_burst_waiting_for_the_device_is_taken_with_one_call_a_message() {
         "sync.next called {nexts} times for a burst of five"
     );
 }
+
+/// The stall of a replica over the queue, as the status reads say it.
+fn stall_in_health(shop: &mut Shop) -> serde_json::Value {
+    let health: serde_json::Value = shop
+        .pg
+        .query_one("SELECT sync.health()", &[])
+        .unwrap()
+        .get(0);
+    health
+}
+
+#[test]
+fn over_the_queue_receipts_are_filed_while_taking_fails_for_good_and_the_stall_shows_until_it_takes_again(
+) {
+    let mut shop = Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=1",
+        "magic_sync.stalled_after=2",
+    ]);
+    shop.run(
+        "CREATE ROLE device LOGIN; \
+         SELECT sync.allow_gateway('device'); \
+         GRANT USAGE ON SCHEMA shop TO device; \
+         GRANT SELECT, INSERT ON shop.receipts TO device",
+    );
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let mut device = start_as_device(&shop, &file, me);
+    shop.add_product("Tea", 250);
+    wait_until("the register to hold Tea", || names_held(&file) == ["Tea"]);
+
+    // Taking fails for good: the device's role may file, and not take.
+    // Its session ended, the loop connects again and asks the queue first.
+    shop.run(
+        "REVOKE EXECUTE ON FUNCTION sync.next(uuid), sync.ack(uuid, text), \
+         sync.ack_next(uuid, text) FROM device; \
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'device'",
+    );
+    device.expect("the loop to lose the server", |s| {
+        matches!(s, Status::Disconnected { .. })
+    });
+    shop.add_product("Coffee", 300);
+    let mut sold = vec![sell(&file, me, 100), sell(&file, me, 200)];
+    sold.sort();
+    device.control.poke();
+    wait_until("the receipts filed while taking fails", || {
+        shop.receipts().iter().map(|r| r.0).collect::<Vec<_>>() == sold
+    });
+    assert_eq!(names_held(&file), ["Tea"], "Coffee waits for it");
+
+    // Heard, and taking nothing while Coffee waits: stalled. Over the
+    // queue nothing the server holds keeps a device from its messages, so
+    // once noticed it waits for a fix on the device's side.
+    wait_until("the stall noticed, waiting for a fix", || {
+        stall_in_health(&mut shop)["stalled"]["first"][0]["remedy"] == "fix"
+    });
+    let health = stall_in_health(&mut shop);
+    assert_eq!(health["stalled"]["first"][0]["replica"], me.to_string());
+    assert_eq!(health["healthy"], false, "{health:#}");
+    let overview: serde_json::Value = shop
+        .pg
+        .query_one("SELECT sync.overview()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(overview["states"]["stalled"], 1, "{overview:#}");
+    assert_eq!(
+        shop.count(&format!(
+            "SELECT count(*) FROM sync.alarms WHERE replica = '{me}' \
+             AND what LIKE '%see the device''s own log%'"
+        )),
+        1
+    );
+
+    // Let in again, it takes what waits, and the stall is over.
+    shop.run("SELECT sync.allow_gateway('device')");
+    wait_until("the register to hold Coffee", || {
+        names_held(&file) == ["Coffee", "Tea"]
+    });
+    wait_until("the Filed applied: nothing unfiled", || unfiled(&file) == 0);
+    wait_until("the register synced, the stall over", || {
+        let health = stall_in_health(&mut shop);
+        health["stalled"]["total"] == 0 && health["healthy"] == true
+    });
+    assert_eq!(shop.receipts().len(), 2, "every receipt filed once");
+    device.stop();
+}

@@ -8,4 +8,5 @@ pub mod outbox;
 pub mod nats;
 pub mod transaction;
 pub mod push;
+pub mod stalls;
 pub mod worker;

@@ -8,13 +8,16 @@
 //! doubling to a minute) and said once; a send that fails holds back only
 //! its own replica (sql/publish.sql).
 
+use std::collections::HashSet;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use pgrx::prelude::*;
+use uuid::Uuid;
 
 use super::nats::{self, Nats, Upload};
 use super::outbox;
+use super::stalls;
 use super::transaction::{spi_failure, transaction, Failure};
 use super::worker::NAME;
 use crate::settings::{self, Transport};
@@ -37,6 +40,9 @@ pub struct Push {
     backoff: Duration,
     /// The last failure said, so one that repeats is said once.
     said: Option<String>,
+    /// Replicas whose consumer is to be made again (stalled:
+    /// publish/stalls.rs), kept until it was.
+    to_remake: HashSet<Uuid>,
 }
 
 /// What one push did.
@@ -53,6 +59,15 @@ impl Push {
             connect_at: None,
             backoff: Duration::ZERO,
             said: None,
+            to_remake: HashSet::new(),
+        }
+    }
+
+    /// Asks for these replicas' consumers to be made again, at the next
+    /// push that finds the transport connected.
+    pub fn remake_consumers(&mut self, replicas: impl IntoIterator<Item = Uuid>) {
+        if Push::wanted() {
+            self.to_remake.extend(replicas);
         }
     }
 
@@ -124,6 +139,7 @@ impl Push {
     }
 
     fn send(&mut self, nats: &mut Nats) -> Result<Pushed, Failure> {
+        self.remake(nats)?;
         file_uploads(nats)?;
         let concurrency = settings::CONCURRENCY.get().max(1) as usize;
         for _ in 0..SENDS_PER_PUSH {
@@ -153,6 +169,42 @@ impl Push {
             }
         }
         Ok(Pushed { more: true })
+    }
+
+    /// Makes again the consumers asked for; one that could not be is
+    /// tried again at the next push. A replica for which the stream then
+    /// holds nothing, though messages were published for it and it has
+    /// not applied them, was sent messages the transport lost (a server
+    /// killed before it wrote them down): it is provisioned again now,
+    /// not after `magic_sync.unconfirmed_after`.
+    fn remake(&mut self, nats: &mut Nats) -> Result<(), Failure> {
+        if self.to_remake.is_empty() {
+            return Ok(());
+        }
+        let replicas: Vec<Uuid> = self.to_remake.drain().collect();
+        let mut lost = Vec::new();
+        for (replica, held) in nats.remake_consumers(&replicas) {
+            match held {
+                Ok(0) => lost.push(replica),
+                Ok(_) => {}
+                Err(e) => {
+                    self.say(format!(
+                        "making the consumer of replica {replica} again failed, tried again: {e}"
+                    ));
+                    self.to_remake.insert(replica);
+                }
+            }
+        }
+        if !lost.is_empty() {
+            let provisioned = transaction(false, || stalls::lost(&lost))??;
+            if provisioned > 0 {
+                pgrx::warning!(
+                    "{NAME}: {provisioned} replica(s) provisioned again: the stream holds none \
+                     of the messages published for them, which they have not applied (sync.alarms)"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Whether connected, connecting now if it is due; a setting changed

@@ -28,6 +28,7 @@ use pgrx::prelude::*;
 use serde_json::Value;
 
 use super::push::Push;
+use super::stalls;
 use super::transaction::{spi_failure, transaction, Failure};
 use crate::note::wake;
 use crate::relay::gate;
@@ -397,19 +398,38 @@ impl Worker {
         let checked = transaction(false, || {
             Spi::get_one_with_args::<pgrx::JsonB>(OUTBOX_CHECKS, &args)
         });
+        let provisioned_for_stalls = self.heal_stalls();
         let Ok(Ok(Some(found))) = checked else {
-            return false;
+            return provisioned_for_stalls;
         };
         let outgrown = found.0["outgrown"].as_i64().unwrap_or(0);
         let unconfirmed = found.0["unconfirmed"].as_i64().unwrap_or(0);
         if outgrown + unconfirmed == 0 {
-            return false;
+            return provisioned_for_stalls;
         }
         pgrx::warning!(
             "{NAME}: provisioning again {outgrown} replica(s) whose outbox outgrew its bound \
              and {unconfirmed} that left messages unconfirmed (sync.alarms)"
         );
         true
+    }
+
+    /// The steps due with stalled replicas (publish/stalls.rs): the
+    /// transport's part goes to the push. Answers whether one is to be
+    /// provisioned again (a pass is due at once).
+    fn heal_stalls(&mut self) -> bool {
+        let steps = match stalls::check() {
+            Ok(steps) => steps,
+            Err(failure) => {
+                pgrx::warning!(
+                    "{NAME}: the check of stalled replicas failed: {}",
+                    failure.message
+                );
+                return false;
+            }
+        };
+        self.push.remake_consumers(steps.iter().map(|s| s.replica));
+        steps.iter().any(|s| s.step == 2)
     }
 
     /// Every few minutes, a line of what waits for someone, if anything does.

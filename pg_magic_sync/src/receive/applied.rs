@@ -243,6 +243,7 @@ const TAKE_REFUSALS: &str = concat!(
 /// server records, and is provisioned again (paced, as what a replica says
 /// of itself is). Answers the verdict.
 pub fn take_nothing_applied(replica: Uuid, s: &Standing) -> String {
+    heard(replica);
     match s.applied_in_chain() {
         Some(heard) if heard > 0 && !s.snapshot_on_its_way_after(heard) => format!(
             "nothing applied, after message {heard}: {}",
@@ -250,6 +251,15 @@ pub fn take_nothing_applied(replica: Uuid, s: &Standing) -> String {
         ),
         _ => "nothing applied yet".to_owned(),
     }
+}
+
+/// The replica said where it stands, and nothing moved: it was heard
+/// (alive; while messages wait for it, a stall: sql/stalls.sql).
+fn heard(replica: Uuid) {
+    spi::run_with(
+        "UPDATE sync.replicas SET heard_at = now() WHERE id = $1",
+        &[to_pg(replica).into()],
+    );
 }
 
 /// Judges what the replica says it applied, and acts on it. Answers the
@@ -271,10 +281,7 @@ pub fn take(replica: Uuid, s: &Standing, up: &Up) -> (Judged, String) {
             verdict
         }
         Judged::Already => {
-            spi::run_with(
-                "UPDATE sync.replicas SET heard_at = now() WHERE id = $1",
-                &[to_pg(replica).into()],
-            );
+            heard(replica);
             verdict
         }
         Judged::ReplicaWentBack | Judged::EpochGoneBack => {

@@ -137,6 +137,12 @@ impl TransportError {
         TransportError::new(transient, format!("nats: consumer {name}: {e}"))
     }
 
+    /// Whether JetStream answered that the consumer does not exist.
+    pub fn is_no_consumer(e: &ConsumerError) -> bool {
+        matches!(e.kind(), ConsumerErrorKind::JetStream(js)
+            if js.error_code() == ErrorCode::CONSUMER_NOT_FOUND)
+    }
+
     pub fn of_purge(subject: &str, e: PurgeError) -> TransportError {
         let transient = match e.kind() {
             PurgeErrorKind::Request | PurgeErrorKind::TimedOut => true,

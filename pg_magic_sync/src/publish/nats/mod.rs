@@ -217,6 +217,45 @@ impl Nats {
         outcomes
     }
 
+    /// Makes these replicas' consumers again, each deleted and then made
+    /// as the settings say: a fresh one delivers what the replica's
+    /// subject holds from its oldest message on, whatever the old one
+    /// believed was pending (a stall: sql/stalls.sql). Answers, for each,
+    /// how many messages the stream holds for it, or why its consumer
+    /// could not be made again.
+    pub fn remake_consumers(
+        &mut self,
+        replicas: &[Uuid],
+    ) -> Vec<(Uuid, Result<u64, TransportError>)> {
+        let timeout = self.config.send_timeout;
+        let (down, config) = (&self.down, &self.config);
+        let remade = self.runtime.block_on(async {
+            futures_util::stream::iter(replicas.iter().copied())
+                .map(|replica| async move {
+                    let remade =
+                        tokio::time::timeout(timeout, remake_consumer(down, config, replica))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(TransportError::timed_out(
+                                    "making a replica's consumer again",
+                                ))
+                            });
+                    (replica, remade)
+                })
+                .buffer_unordered(8)
+                .collect::<Vec<_>>()
+                .await
+        });
+        for (replica, held) in &remade {
+            if held.is_ok() {
+                self.consumers.insert(*replica);
+            } else {
+                self.consumers.remove(replica);
+            }
+        }
+        remade
+    }
+
     async fn make_consumers(
         &self,
         replicas: &[Uuid],
@@ -252,6 +291,27 @@ impl Nats {
             .collect()
             .await
     }
+}
+
+/// Deletes a replica's consumer, if there is one, and makes it again;
+/// answers how many messages the stream holds for the replica, as the
+/// fresh consumer counts them.
+async fn remake_consumer(
+    down: &stream::Stream,
+    config: &Config,
+    replica: Uuid,
+) -> Result<u64, TransportError> {
+    let name = subjects::consumer_name(replica);
+    match down.delete_consumer(&name).await {
+        Ok(_) => {}
+        Err(e) if TransportError::is_no_consumer(&e) => {}
+        Err(e) => return Err(TransportError::of_consumer(&name, e)),
+    }
+    let consumer: consumer::PullConsumer = down
+        .create_consumer(device_consumer(config, replica))
+        .await
+        .map_err(|e| TransportError::of_consumer(&name, e))?;
+    Ok(consumer.cached_info().num_pending)
 }
 
 /// One replica's messages, one after another: the first failure stops it.
