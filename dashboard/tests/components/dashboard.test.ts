@@ -141,6 +141,47 @@ describe('SyncDashboard', () => {
   })
 })
 
+describe('every other answer', () => {
+  for (const [name, health] of answersOf('health')) {
+    it(`draws the problems of ${name}, each with its reason and remedy`, () => {
+      const { contract: _c, now: _n, ...figures } = unmasked(health) as Record<string, unknown>
+      const o = answers['overview-synced'] as Overview
+      const w = mount(SyncDashboard, { props: { overview: { ...o, health: figures, healthy: figures.healthy } } })
+      const h = figures as unknown as Record<string, { first: unknown[] }> & { notes: { pending: number } }
+      const listed = ['set_aside', 'refused', 'inbox', 'failing', 'stalled'].reduce((n, k) => n + h[k].first.length, h.notes.pending > 0 ? 1 : 0)
+      expect(w.findAll('.msd-problem').length).toBe(listed)
+      for (const p of w.findAll('.msd-problem')) expect(p.text()).toMatch(/Waits for (the network|a fix)/)
+      if (listed === 0) expect(w.text()).toContain('Nothing waits: no problem to show.')
+    })
+  }
+
+  for (const [name, progress] of answersOf('progress')) {
+    it(`draws the progress of ${name} for the replica picked`, () => {
+      const p = progress as { replicas: { replica: string; tables: { holds: number; outdated: number; should: number }[] }[] }
+      const picked = p.replicas[0]?.replica ?? null
+      const w = mount(SyncDashboard, { props: { overview: answers['overview-synced'], progress, selected: picked } })
+      const rows = w.findAll('.msd-progress tbody tr')
+      expect(rows.length).toBe(p.replicas[0]?.tables.length ?? 0)
+      rows.forEach((row, i) => {
+        const t = p.replicas[0].tables[i]
+        expect(row.text()).toContain(`holds ${t.holds - t.outdated} of ${t.should}`)
+      })
+    })
+  }
+
+  for (const [name, explain] of answersOf('explain')) {
+    it(`explains ${name} in sentences under its replica, once its "why?" is asked`, () => {
+      const e = explain as { replica: string; table: string; key: string; state: string | null; kept_away: unknown[] }
+      const place = { replica: e.replica, state: e.state ?? 'missing', confirmed: false, leaving: null, newest_note: null, note: null, refused: null, sent: null }
+      const places = { contract: 1, now: '<time>', table: e.table, key: e.key, unconcerned: 0, places: [place] }
+      const w = mount(RowPlaces, { props: { places, explain, explained: e.replica, names: { [e.replica]: 'Front' } } })
+      const sentences = w.findAll('.msd-explain li').map((li) => li.text())
+      expect(sentences[0]).toMatch(/^Front .*, and should (not )?hold it\.$/)
+      expect(sentences.length).toBeGreaterThan(e.kept_away.length)
+    })
+  }
+})
+
 describe('RowPlaces', () => {
   for (const [name, places] of answersOf('row-progress')) {
     it(`shows where the row of ${name} is on each replica`, () => {
