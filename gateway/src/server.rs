@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -99,6 +100,11 @@ pub async fn serve(
     bound(address);
     let router = gateway.router();
     let stopping = gateway.clone();
+    // Frames are small and answered at once: Nagle's algorithm would hold
+    // one back until the last is acknowledged (40 ms with a delayed ACK).
+    let socket = socket.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(socket, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -107,6 +113,9 @@ pub async fn serve(
         .await
         .map_err(|e| Error::setup(format!("serving: {e}")))
 }
+
+/// What a link's socket reads or gathers to write at once.
+const LINK_BUFFER: usize = 4 * 1024;
 
 /// The tokens a request presents: `Authorization: Bearer TOKEN`, one
 /// header or several, or several tokens in one, comma-separated.
@@ -168,7 +177,11 @@ async fn upgrade(
         Err(refused) => return refused,
     };
     let bytes = shared.settings.frame_bytes;
-    ws.max_message_size(bytes)
+    // Buffers grow to what a link sends; the defaults (128 kB each, taken
+    // up front) would be most of what an idle link costs.
+    ws.read_buffer_size(LINK_BUFFER)
+        .write_buffer_size(LINK_BUFFER)
+        .max_message_size(bytes)
         .max_frame_size(bytes)
         .on_upgrade(move |socket| session::run(socket, slot, identities))
 }

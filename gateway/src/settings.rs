@@ -42,3 +42,15 @@ impl Settings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_listens_on_the_loopback_unless_told_otherwise() {
+        let settings = Settings::new("dbname=shop");
+        assert!(settings.listen.ip().is_loopback());
+        assert_eq!(settings.listen.port(), 8787);
+    }
+}
