@@ -327,6 +327,57 @@ fn a_wrong_command_line_is_a_usage_error_and_a_missing_database_a_failure() {
     assert!(!missing.exists(), "show makes no database");
 }
 
+#[test]
+fn help_says_usage_once_with_a_line_a_command_and_how_to_install_it() {
+    let out = command().arg("help").output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let usage = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(usage.matches("usage").count(), 1, "{usage}");
+    for name in ["init", "show", "apply", "up", "run", "help"] {
+        let lines = usage
+            .lines()
+            .filter(|l| {
+                l.trim_start()
+                    .starts_with(&format!("magic-sync-replica {name} "))
+            })
+            .count();
+        assert_eq!(lines, 1, "one line for {name}:\n{usage}");
+    }
+    // The install line names features the crate has: a renamed feature
+    // would leave a command that fails.
+    let install = usage
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("cargo install --path replica --features "))
+        .unwrap_or_else(|| panic!("no install line:\n{usage}"));
+    let manifest =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap();
+    let features = &manifest[manifest.find("[features]").unwrap()..];
+    for feature in install.rsplit(' ').next().unwrap().split(',') {
+        assert!(
+            features
+                .lines()
+                .any(|l| l.starts_with(&format!("{feature} ="))),
+            "replica/Cargo.toml has no feature {feature}"
+        );
+    }
+    // The same text as JSON, and after the reason of a usage error.
+    assert_eq!(run(&["help"])["usage"].as_str().unwrap(), usage.trim_end());
+    let wrong = command().arg("frob").output().unwrap();
+    assert_eq!(wrong.status.code(), Some(USAGE));
+    assert_eq!(
+        stderr(&wrong).matches("usage").count(),
+        1,
+        "{}",
+        stderr(&wrong)
+    );
+    assert!(
+        stderr(&wrong).contains(usage.trim_end()),
+        "{}",
+        stderr(&wrong)
+    );
+}
+
 /// Runs `show` with stdout a pipe whose reader has gone before it writes a
 /// byte: what `show DB | head` meets once head has read its lines.
 fn show_into_a_closed_pipe(db: &Path, json: bool) -> Output {

@@ -29,7 +29,19 @@ use serde_json::{json, Value};
 
 use crate::exit::Failure;
 
-const USAGE: &str = "usage: magic-sync-replica init DB TABLES ID | show DB | apply DB MESSAGE | up DB OUT [LANE] | run DB --queue URL|--nats URL|--ws URL --credential FILE  [--json]";
+/// What `help` prints, and a usage error after its reason: one line a
+/// command, then how to install a build that has every command.
+const USAGE: &str = "usage:
+  magic-sync-replica init  DB TABLES ID    make a new replica's database
+  magic-sync-replica show  DB              what it holds, and where it stands
+  magic-sync-replica apply DB MESSAGE      take one ToReplica from a file
+  magic-sync-replica up    DB OUT [LANE]   write the next Up to OUT, recorded sent
+  magic-sync-replica run   DB TRANSPORT    the device loop, until Ctrl-C
+  magic-sync-replica help                  this text
+TRANSPORT is --queue URL, --nats URL or --ws URL --credential FILE.
+--json anywhere prints the answer as JSON.
+Install it with every command and transport, from a checkout of magic_sync:
+  cargo install --path replica --features pg-queue,nats,ws";
 
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -72,7 +84,12 @@ fn failed(failure: &Failure, as_json: bool) -> u8 {
 fn run(args: &[String], as_json: bool) -> Result<Value, Failure> {
     match args {
         [command] if ["help", "--help", "-h"].contains(&command.as_str()) => {
-            Ok(json!({"usage": USAGE}))
+            // For people the text as it is; printed as `usage: ...` it
+            // would say "usage" twice.
+            Ok(match as_json {
+                true => json!({"usage": USAGE}),
+                false => json!(USAGE),
+            })
         }
         [command, db, tables, id] if command == "init" => {
             let me = init::replica_id(id)?;
@@ -102,7 +119,7 @@ fn run_loop(db: &str, rest: &[String], as_json: bool) -> Result<Value, Failure> 
 #[cfg(not(feature = "cli"))]
 fn run_loop(_: &str, _: &[String], _: bool) -> Result<Value, Failure> {
     Err(Failure::Usage(
-        "this build has no `run` (cargo install magic_sync_replica --features ws,pg-queue,nats)"
+        "this build has no `run` (cargo install --path replica --features pg-queue,nats,ws)"
             .to_owned(),
     ))
 }

@@ -150,7 +150,7 @@ fn run_ws(
 #[allow(dead_code)]
 fn without(feature: &str) -> Failure {
     Failure::Usage(format!(
-        "run: this build has no {feature} transport (cargo install magic_sync_replica --features {feature})"
+        "run: this build has no {feature} transport (cargo install --path replica --features {feature})"
     ))
 }
 
