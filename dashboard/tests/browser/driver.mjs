@@ -30,12 +30,13 @@ export const FLAGS = [
   '--disable-sync',
 ]
 
-export async function launch() {
+/** Debian's Chromium, headless, with FLAGS and any `more` flags after them. */
+export async function launch(more = []) {
   const profile = mkdtempSync(join(tmpdir(), 'msd-chromium-'))
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: FLAGS,
+    args: [...FLAGS, ...more],
     viewport: { width: 1100, height: 1400 },
   })
   const page = context.pages()[0] ?? (await context.newPage())
