@@ -2,7 +2,8 @@
 # Installs what magic_sync needs on a fresh Debian machine, and nothing it
 # already has: PostgreSQL 15 with its headers, clang for bindgen, sudo (for
 # `cargo pgrx test --runas`), nats-server, Chromium (the dashboard's browser
-# test), cargo-pgrx 0.18.0 and its init, and the dashboard's Node packages.
+# test), promtool, cargo-pgrx 0.18.0 and its init, and the dashboard's Node
+# packages.
 # Safe to run again: each step checks first.
 set -euo pipefail
 
@@ -24,6 +25,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# promtool, which holds sync.metrics() to Prometheus's text format
+# (tests/tests/status_reads.rs): Debian ships it in the server's package,
+# taken without what it recommends.
+if ! command -v promtool >/dev/null; then
+    say "installing promtool (the package prometheus)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
 if ! cargo pgrx --version 2>/dev/null | grep -q '0\.18\.0'; then

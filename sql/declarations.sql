@@ -13,3 +13,14 @@ EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END
 $$;
+
+-- What the relay's check finds now, in place of what it found before
+-- (sync.drift): problems[i] is mended by fixes[i]. One found before keeps
+-- when it was first found.
+CREATE FUNCTION sync_internal.record_drift(problems text[], fixes text[]) RETURNS void
+LANGUAGE sql AS $$
+    DELETE FROM sync.drift d WHERE NOT d.problem = ANY (problems);
+    INSERT INTO sync.drift AS d (problem, fix)
+    SELECT p, f FROM unnest(problems, fixes) AS n(p, f)
+    ON CONFLICT (problem) DO UPDATE SET fix = excluded.fix;
+$$;

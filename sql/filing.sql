@@ -67,11 +67,11 @@ BEGIN
         END IF;
     END IF;
     IF cardinality(problems) > 0 THEN
-        RAISE EXCEPTION 'magic_sync: %', array_to_string(problems, '; ')
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'known(replica uuid) answers what you know of a sender (NULL: unknown); '
-                      || 'filing(replica uuid, known jsonb) runs before its rows are filed; '
-                      || 'place(replica uuid, known jsonb, table_name text, row jsonb) answers a row as it is to be filed.';
+        PERFORM sync_internal.refuse('22023',
+            'magic_sync: ' || array_to_string(problems, '; '),
+            'known(replica uuid) answers what you know of a sender (NULL: unknown); '
+            || 'filing(replica uuid, known jsonb) runs before its rows are filed; '
+            || 'place(replica uuid, known jsonb, table_name text, row jsonb) answers a row as it is to be filed.');
     END IF;
     INSERT INTO sync.senders AS s (known, filing, place) VALUES (k, f, p)
         ON CONFLICT (only_one) DO UPDATE

@@ -39,14 +39,14 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The transport took these messages (replicas[i]'s ids[i]): they are
--- published, and stay until the replica applied them (outbox_checks lets
--- them go; a Filed, which no replica confirms, goes at once); a replica a
--- send got through to waits no more.
+-- published, and stay until the replica applied them, or one after them
+-- (outbox_checks lets them go); a replica a send got through to waits no
+-- more. A Filed, which no replica confirms, stays too, until the replica
+-- applied a message written after it (it was handed over before that
+-- one) or for an hour: with the transport switched to the queue before
+-- the replica took it, the queue hands it over.
 CREATE FUNCTION sync_internal.sent(replicas uuid[], ids text[]) RETURNS void
 LANGUAGE sql AS $$
-    DELETE FROM sync.outbox o
-     USING unnest(replicas, ids) AS s(replica, id)
-     WHERE o.replica = s.replica AND o.id = s.id AND o.kind = 'filed';
     UPDATE sync.outbox o SET published = true
       FROM unnest(replicas, ids) AS s(replica, id)
      WHERE o.replica = s.replica AND o.id = s.id;
@@ -104,7 +104,8 @@ $$;
 -- The checks of what went out, every few seconds (the relay worker's):
 --   - published messages a replica applied (or applied one after) go: a
 --     report of what was applied leaves them, so that filing it costs the
---     worker nothing more, and they go here, all at once;
+--     worker nothing more, and they go here, all at once; a published
+--     Filed goes once the replica applied one after it, or after an hour;
 --   - an outbox grown past `messages_at_most` messages or `bytes_at_most`
 --     bytes behind the snapshot it begins with (a replica long away) is
 --     dropped, and the replica provisioned again, with an alarm; published
@@ -124,7 +125,10 @@ DECLARE
 BEGIN
     DELETE FROM sync.outbox o USING sync.replicas r
      WHERE o.published AND o.replica = r.id
-       AND r.applied_epoch = r.epoch AND o.position <= r.applied_sequence;
+       AND ((r.applied_epoch = r.epoch AND o.position <= r.applied_sequence)
+            -- A replica that did not take its answer within the hour has
+            -- sent its upload again since, and been answered again.
+            OR (o.kind = 'filed' AND o.written_at < now() - interval '1 hour'));
 
     WITH behind AS (
         SELECT o.replica, count(*) AS messages,

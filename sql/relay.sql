@@ -190,6 +190,7 @@ $$;
 CREATE PROCEDURE sync.relay(INOUT summary jsonb DEFAULT NULL)
 LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM sync_internal.outside_a_transaction_block();
     COMMIT;
     PERFORM sync_internal.before_pass(false);
     COMMIT;

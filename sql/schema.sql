@@ -510,6 +510,18 @@ CREATE TABLE sync.backlogs (
     said_at       timestamptz NOT NULL DEFAULT now()
 );
 
+-- How the database differs from the declarations, as the relay's check
+-- last found it (pg_magic_sync/src/declare/drift.rs): while a row is here,
+-- the relay refuses to run, and the status reads say so. Written when the
+-- worker's pass is refused for it and when a declaration changes; let go
+-- of by a check that finds nothing.
+CREATE TABLE sync.drift (
+    problem       text PRIMARY KEY,
+    -- The statement (or the declaration) that mends it.
+    fix           text NOT NULL,
+    found_at      timestamptz NOT NULL DEFAULT now()
+);
+
 -- What whoever runs the server must hear of: the database found to have
 -- gone back (restored from an older copy), digests that differ again within
 -- a day of the provisioning they caused.

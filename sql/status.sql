@@ -25,32 +25,34 @@ BEGIN
         RETURN;
     END IF;
     IF kind <> 'object' THEN
-        RAISE EXCEPTION 'magic_sync: a scope is an object, "all" or NULL, not %', scope
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass {"replicas": [...]}, {"partition": "..."}, or NULL for every replica.';
+        PERFORM sync_internal.refuse('22023',
+            format('magic_sync: a scope is an object, "all" or NULL, not %s', scope),
+            'Pass {"replicas": [...]}, {"partition": "..."}, or NULL for every replica.');
     END IF;
     SELECT array_agg(k ORDER BY k) INTO keys FROM jsonb_object_keys(scope) AS k;
     IF keys = ARRAY['replicas'] THEN
         IF jsonb_typeof(scope->'replicas') <> 'array' THEN
-            RAISE EXCEPTION 'magic_sync: a scope''s "replicas" is an array of replica ids, not %',
-                scope->'replicas' USING ERRCODE = 'invalid_parameter_value';
+            PERFORM sync_internal.refuse('22023',
+                format('magic_sync: a scope''s "replicas" is an array of replica ids, not %s',
+                       scope->'replicas'));
         END IF;
         RETURN QUERY
             SELECT r.id, r.partition FROM sync.replicas r
             WHERE r.live AND r.id = ANY (sync_internal.scope_ids(scope->'replicas'));
     ELSIF keys = ARRAY['partition'] THEN
         IF jsonb_typeof(scope->'partition') NOT IN ('string', 'number') THEN
-            RAISE EXCEPTION 'magic_sync: a scope''s "partition" is a partition''s value, not %',
-                scope->'partition' USING ERRCODE = 'invalid_parameter_value';
+            PERFORM sync_internal.refuse('22023',
+                format('magic_sync: a scope''s "partition" is a partition''s value, not %s',
+                       scope->'partition'));
         END IF;
         RETURN QUERY
             SELECT r.id, r.partition FROM sync.replicas r
             WHERE r.live AND r.partition = scope->>'partition';
     ELSE
-        RAISE EXCEPTION 'magic_sync: a scope names "replicas" or "partition", not %',
-            array_to_string(keys, ', ')
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Pass {"replicas": [...]}, {"partition": "..."}, or NULL for every replica.';
+        PERFORM sync_internal.refuse('22023',
+            format('magic_sync: a scope names "replicas" or "partition", not %s',
+                   array_to_string(keys, ', ')),
+            'Pass {"replicas": [...]}, {"partition": "..."}, or NULL for every replica.');
     END IF;
 END
 $$;
@@ -64,14 +66,14 @@ DECLARE
 BEGIN
     FOR id IN SELECT jsonb_array_elements(ids) LOOP
         IF jsonb_typeof(id) <> 'string' THEN
-            RAISE EXCEPTION 'magic_sync: a replica id in a scope is a uuid, not %', id
-                USING ERRCODE = 'invalid_parameter_value';
+            PERFORM sync_internal.refuse('22023',
+                format('magic_sync: a replica id in a scope is a uuid, not %s', id));
         END IF;
         BEGIN
             parsed := parsed || (id #>> '{}')::uuid;
         EXCEPTION WHEN invalid_text_representation THEN
-            RAISE EXCEPTION 'magic_sync: a replica id in a scope is a uuid, not %', id
-                USING ERRCODE = 'invalid_parameter_value';
+            PERFORM sync_internal.refuse('22023',
+                format('magic_sync: a replica id in a scope is a uuid, not %s', id));
         END;
     END LOOP;
     RETURN parsed;
@@ -92,8 +94,8 @@ CREATE FUNCTION sync_internal.status_count(what text, n integer) RETURNS integer
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF n IS NULL OR n < 0 THEN
-        RAISE EXCEPTION 'magic_sync: % is a count, 0 or more, not %', what, coalesce(n::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
+        PERFORM sync_internal.refuse('22023',
+            format('magic_sync: %s is a count, 0 or more, not %s', what, coalesce(n::text, 'NULL')));
     END IF;
     RETURN n;
 END
@@ -145,6 +147,9 @@ RETURNS TABLE (
     held_back bigint, waiting bigint,
     -- Its own that wait for a fix: rows it refused, uploads in the inbox.
     refused bigint, kept bigint,
+    -- The database differs from the declarations (sync.drift): the relay
+    -- does not run, and every replica waits for the fix.
+    drift boolean,
     -- Sends failing to it (sync.sends).
     failures integer, last_error text, failed_at timestamptz,
     -- Messages that wait for it beyond the last it applied, and since when
@@ -174,6 +179,7 @@ LANGUAGE sql STABLE AS $$
         SELECT g.replica, count(*) AS n FROM sync.group_notes g GROUP BY g.replica
     ),
     quarantined AS (SELECT count(*) AS n FROM sync.quarantine),
+    drifted AS (SELECT EXISTS (SELECT 1 FROM sync.drift) AS drift),
     refused AS (
         SELECT h.replica, count(*) FILTER (WHERE NOT h.held_back) AS fix,
                count(*) FILTER (WHERE h.held_back) AS wait
@@ -210,7 +216,7 @@ LANGUAGE sql STABLE AS $$
                coalesce(NOT b.empty, false) AS backlog,
                q.n AS set_aside,
                coalesce(rf.wait, 0) AS held_back, coalesce(ib.wait, 0) AS waiting,
-               coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept,
+               coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept, d.drift,
                se.failures, se.last_error, se.failed_at,
                st.messages AS messages_waiting,
                CASE WHEN st.stalled THEN st.since END AS stalled_since,
@@ -220,6 +226,7 @@ LANGUAGE sql STABLE AS $$
                coalesce(w.pending, 0) AS wishes_pending
         FROM s
         CROSS JOIN quarantined q
+        CROSS JOIN drifted d
         LEFT JOIN outbox o ON o.replica = s.id
         LEFT JOIN sync.backlogs b ON b.replica = s.id
         LEFT JOIN refused rf ON rf.replica = s.id
@@ -233,15 +240,17 @@ LANGUAGE sql STABLE AS $$
     )
     SELECT f.id, f.partition, st.state, st.rank, f.pending, f.owed, f.unconfirmed,
            f.provisioning, f.backlog, f.set_aside, f.held_back, f.waiting, f.refused, f.kept,
-           f.failures, f.last_error, f.failed_at,
+           f.drift, f.failures, f.last_error, f.failed_at,
            f.messages_waiting, f.stalled_since, f.stalled, f.stall_heals,
            f.heard_at, f.applied_at,
            f.backlog_tables, f.backlog_said_at, f.wishes, f.wishes_pending
     FROM figures f
     CROSS JOIN LATERAL (
         SELECT CASE
-            -- Only what is its own: a row it refused, an upload of its kept.
-            WHEN f.refused > 0 OR f.kept > 0 THEN 'awaiting_fix'
+            -- What is its own (a row it refused, an upload of its kept), or
+            -- the database differing from the declarations, which stops
+            -- the relay for every replica.
+            WHEN f.refused > 0 OR f.kept > 0 OR f.drift THEN 'awaiting_fix'
             WHEN f.failures IS NOT NULL THEN 'unreachable'
             WHEN f.stalled THEN 'stalled'
             WHEN f.pending > 0 OR f.owed > 0 OR f.unconfirmed OR f.provisioning OR f.backlog
@@ -274,6 +283,7 @@ BEGIN
             'waiting', r.waiting,
             'refused', r.refused,
             'kept', r.kept,
+            'drift', r.drift,
             'failures', coalesce(r.failures, 0),
             'last_error', r.last_error,
             'failed_at', r.failed_at,
@@ -455,12 +465,16 @@ BEGIN
     ),
     stalled AS (
         SELECT * FROM sync_internal.stalled(ARRAY(SELECT s.id FROM s))
+    ),
+    drift AS (
+        SELECT d.*, 'fix' AS remedy FROM sync.drift d
     )
     SELECT jsonb_build_object(
         'healthy', NOT EXISTS (SELECT 1 FROM set_aside WHERE remedy = 'fix')
                    AND NOT EXISTS (SELECT 1 FROM refused WHERE remedy = 'fix')
                    AND NOT EXISTS (SELECT 1 FROM inbox WHERE remedy = 'fix')
-                   AND NOT EXISTS (SELECT 1 FROM stalled WHERE remedy = 'fix'),
+                   AND NOT EXISTS (SELECT 1 FROM stalled WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM drift),
         'notes', (SELECT jsonb_build_object(
                       'pending', count(*),
                       'oldest_at', min(noted_at),
@@ -513,7 +527,14 @@ BEGIN
                           'heard_at', t.heard_at, 'heals', t.heals, 'healed_at', t.healed_at,
                           'remedy', t.remedy)
                           ORDER BY t.remedy, t.since, t.replica), '[]')
-                      FROM (SELECT * FROM stalled ORDER BY remedy, since, replica LIMIT lim) t)))
+                      FROM (SELECT * FROM stalled ORDER BY remedy, since, replica LIMIT lim) t)),
+        'drift', jsonb_build_object(
+            'total', (SELECT count(*) FROM drift),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'problem', d.problem, 'fix', d.fix, 'found_at', d.found_at,
+                          'remedy', d.remedy)
+                          ORDER BY d.found_at, d.problem), '[]')
+                      FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)))
     );
 END
 $$;
@@ -562,10 +583,10 @@ DECLARE
     page record;
 BEGIN
     IF state IS NOT NULL AND NOT state = ANY (sync_internal.status_states()) THEN
-        RAISE EXCEPTION 'magic_sync: a replica is in no state "%"', state
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'The states are ' || array_to_string(sync_internal.status_states(), ', ')
-                         || ', or NULL for all of them.';
+        PERFORM sync_internal.refuse('22023',
+            format('magic_sync: a replica is in no state "%s"', state),
+            'The states are ' || array_to_string(sync_internal.status_states(), ', ')
+            || ', or NULL for all of them.');
     END IF;
     SELECT * INTO page FROM sync_internal.replica_page(scope, state,
         sync_internal.status_count('offset', "offset"), sync_internal.status_count('lim', lim));
@@ -596,8 +617,9 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT replace(replace(replace(value, E'\\', E'\\\\'), '"', E'\\"'), E'\n', E'\\n')
 $$;
 
--- The same figures as the overview, as OpenMetrics text for a Prometheus
--- scrape through a SQL exporter (docs/src/status.md, "sync.metrics"):
+-- The same figures as the overview, in Prometheus's text format (0.0.4,
+-- which `promtool check metrics` holds it to) for a scrape through a SQL
+-- exporter (docs/src/status.md, "sync.metrics"):
 -- gauges labelled by state and by table, never by replica unless
 -- `by_replica` asks (a fleet's ids would make a series each). In plpgsql,
 -- which keeps its plan, as the overview does.
@@ -630,12 +652,13 @@ BEGIN
                || format('magic_sync_notes_oldest_age_seconds %s',
                          coalesce(h.h->'notes'->>'oldest_age_seconds', '0'))
                || E'\n' || '# TYPE magic_sync_waiting gauge' || E'\n'
-               || '# HELP magic_sync_waiting What the engine waits on, by kind and by whether it waits for a fix.' || E'\n'
+               || '# HELP magic_sync_waiting What the engine waits on: the items of sync.health(), counted by kind.' || E'\n'
                || format('magic_sync_waiting{kind="set_aside"} %s', h.h->'set_aside'->>'total') || E'\n'
                || format('magic_sync_waiting{kind="refused"} %s', h.h->'refused'->>'total') || E'\n'
                || format('magic_sync_waiting{kind="inbox"} %s', h.h->'inbox'->>'total') || E'\n'
                || format('magic_sync_waiting{kind="failing"} %s', h.h->'failing'->>'total') || E'\n'
-               || format('magic_sync_waiting{kind="stalled"} %s', h.h->'stalled'->>'total')
+               || format('magic_sync_waiting{kind="stalled"} %s', h.h->'stalled'->>'total') || E'\n'
+               || format('magic_sync_waiting{kind="drift"} %s', h.h->'drift'->>'total')
         FROM h
         UNION ALL
         SELECT 3, f.position,
@@ -656,12 +679,12 @@ BEGIN
                      (5, 'synced', '1 while the table is where it should be on every replica.'))
              AS f(position, name, help)
         UNION ALL
-        SELECT 5, 0, '# TYPE magic_sync_relay_passes counter' || E'\n'
-               || '# HELP magic_sync_relay_passes Relay passes run.' || E'\n'
+        SELECT 5, 0, '# TYPE magic_sync_relay_passes_total counter' || E'\n'
+               || '# HELP magic_sync_relay_passes_total Relay passes run.' || E'\n'
                || format('magic_sync_relay_passes_total %s',
                          coalesce((SELECT passes FROM sync.relay_state), 0))
-               || E'\n' || '# TYPE magic_sync_alarms counter' || E'\n'
-               || '# HELP magic_sync_alarms Alarms raised (sync.alarms).' || E'\n'
+               || E'\n' || '# TYPE magic_sync_alarms_total counter' || E'\n'
+               || '# HELP magic_sync_alarms_total Alarms raised (sync.alarms).' || E'\n'
                || format('magic_sync_alarms_total %s', (SELECT count(*) FROM sync.alarms))
         UNION ALL
         SELECT 6, 0, '# TYPE magic_sync_replica_state gauge' || E'\n'
@@ -673,7 +696,7 @@ BEGIN
         FROM r WHERE by_replica
         HAVING count(*) > 0
     )
-    SELECT string_agg(line, E'\n' ORDER BY part, n) || E'\n# EOF\n'
+    SELECT string_agg(line, E'\n' ORDER BY part, n) || E'\n'
     FROM lines WHERE line IS NOT NULL
     );
 END

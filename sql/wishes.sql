@@ -83,10 +83,10 @@ DECLARE
     page jsonb;
 BEGIN
     IF state IS NOT NULL AND NOT state = ANY (sync_internal.wish_states()) THEN
-        RAISE EXCEPTION 'magic_sync: a wish is in no state "%"', state
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'The states are ' || array_to_string(sync_internal.wish_states(), ', ')
-                         || ', or NULL for all of them.';
+        PERFORM sync_internal.refuse('22023',
+            format('magic_sync: a wish is in no state "%s"', state),
+            'The states are ' || array_to_string(sync_internal.wish_states(), ', ')
+            || ', or NULL for all of them.');
     END IF;
     WITH w AS (
         SELECT w.*, sync_internal.wish_state(w.version, w.answered, w.outcome) AS stands

@@ -34,6 +34,15 @@ pub enum Error {
     /// what it cannot read (a NULL, a value it does not know).
     #[error("{message}")]
     Engine { message: String, detail: String },
+    /// A refusal the engine's SQL makes on purpose (sql/*.sql, through
+    /// `sync_internal.refuse`), under the SQLSTATE that says whose fault it
+    /// is there: a scope or a state a read does not know, a TRUNCATE.
+    #[error("{message}")]
+    Said {
+        code: PgSqlErrorCode,
+        message: String,
+        hint: String,
+    },
 }
 
 impl Error {
@@ -93,9 +102,26 @@ impl Error {
         )
     }
 
+    /// A refusal of the engine's SQL, under `sqlstate` (five characters,
+    /// as `RAISE ... USING ERRCODE` takes them).
+    pub fn said(sqlstate: &str, message: impl Into<String>, hint: impl Into<String>) -> Error {
+        match sqlstate_of(sqlstate) {
+            Some(code) => Error::Said {
+                code,
+                message: message.into(),
+                hint: hint.into(),
+            },
+            None => Error::engine(
+                format!("magic_sync: {sqlstate:?} is no SQLSTATE"),
+                "sync_internal.refuse takes five digits or capital letters: a bug of the engine's SQL.",
+            ),
+        }
+    }
+
     /// Whose fault it is, as PostgreSQL's error code.
     pub fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
+            Error::Said { code, .. } => *code,
             Error::BadInput { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             Error::BadMessage { .. } => PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
             Error::NotYet { .. } => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -105,23 +131,72 @@ impl Error {
     }
 
     /// Reports the error to PostgreSQL, which ends the statement (and the
-    /// transaction, unless a savepoint catches it).
+    /// transaction, unless a savepoint catches it). An error of the
+    /// caller's, or of the database's state, says its message, detail and
+    /// hint and nothing of the engine's insides: the functions and SQL it
+    /// was raised from are no help to whoever reads it, and a read's plan
+    /// printed as CONTEXT was some eighty lines. The engine's own faults
+    /// keep that context, which says where to look.
     pub fn raise(self) -> ! {
         let code = self.sqlstate();
-        let report = match self {
+        let (report, the_callers) = match self {
             Error::BadInput { message, hint }
             | Error::BadMessage { message, hint }
             | Error::NotYet { message, hint }
-            | Error::NotAsDeclared { message, hint } => {
-                ErrorReport::new(code, message, "magic_sync").set_hint(hint)
+            | Error::NotAsDeclared { message, hint }
+            | Error::Said { message, hint, .. } => {
+                let report = ErrorReport::new(code, message, "magic_sync");
+                let report = if hint.is_empty() {
+                    report
+                } else {
+                    report.set_hint(hint)
+                };
+                (report, true)
             }
-            Error::Engine { message, detail } => {
-                ErrorReport::new(code, message, "magic_sync").set_detail(detail)
-            }
+            Error::Engine { message, detail } => (
+                ErrorReport::new(code, message, "magic_sync").set_detail(detail),
+                false,
+            ),
         };
+        if the_callers {
+            without_context();
+        }
         report.report(PgLogLevel::ERROR);
         unreachable!("an ERROR does not return")
     }
+}
+
+/// Leaves the error about to be raised without CONTEXT lines.
+fn without_context() {
+    // SAFETY: error_context_stack is the backend's list of callbacks that
+    // add CONTEXT to an error; emptying it just before an ERROR only drops
+    // those lines. Whoever catches the error (a PG_TRY, a PL/pgSQL
+    // exception block, the top level) restores the list it saved, as it
+    // does for any error.
+    unsafe { pg_sys::error_context_stack = std::ptr::null_mut() };
+}
+
+/// A SQLSTATE's five characters as PostgreSQL packs them (six bits each,
+/// the first lowest), if they are digits or capital letters.
+fn sqlstate_of(text: &str) -> Option<PgSqlErrorCode> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 5
+        || !bytes
+            .iter()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    {
+        return None;
+    }
+    let packed = bytes.iter().enumerate().fold(0i32, |packed, (i, b)| {
+        packed | (i32::from((b - b'0') & 0x3F) << (6 * i))
+    });
+    Some(PgSqlErrorCode::from(packed))
+}
+
+/// Whether an error of this code says the database differs from the
+/// declarations (`Error::NotAsDeclared`).
+pub fn is_not_as_declared(code: PgSqlErrorCode) -> bool {
+    code == PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
 }
 
 /// An error code as its five characters ("40001"): PostgreSQL packs each
@@ -164,6 +239,25 @@ mod tests {
             for b in &codes[i + 1..] {
                 assert_ne!(a, b);
             }
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_the_engines_sql_keeps_the_sqlstate_it_names() {
+        for (text, code) in [
+            ("22023", PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE),
+            ("0A000", PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED),
+            ("25001", PgSqlErrorCode::ERRCODE_ACTIVE_SQL_TRANSACTION),
+        ] {
+            assert_eq!(Error::said(text, "m", "h").sqlstate(), code);
+            assert_eq!(sqlstate_text(code), text);
+        }
+        for not_one in ["2202", "220233", "2202a", ""] {
+            assert_eq!(
+                Error::said(not_one, "m", "h").sqlstate(),
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                "{not_one:?} is refused as a bug of the SQL"
+            );
         }
     }
 

@@ -452,3 +452,61 @@ fn over_the_queue_receipts_are_filed_while_taking_fails_for_good_and_the_stall_s
     assert_eq!(shop.receipts().len(), 2, "every receipt filed once");
     device.stop();
 }
+
+/// The state the overview gives `replica`.
+fn state_of(shop: &mut Shop, replica: Uuid) -> String {
+    let listing: serde_json::Value = shop
+        .pg
+        .query_one("SELECT sync.listing(NULL, NULL, 0, 100)", &[])
+        .unwrap()
+        .get(0);
+    listing["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == replica.to_string())
+        .map(|r| r["state"].as_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_register_whose_last_receipt_was_filed_says_so_at_once_and_is_synced_with_no_other_write() {
+    let mut shop = shop_with_worker();
+    shop.run("CREATE ROLE device LOGIN SUPERUSER");
+    let me = shop.add_register("Register 1");
+    let file = shop.file_of(me);
+    let device = start_as_device(&shop, &file, me);
+    shop.add_product("Tea", 250);
+    wait_until("the register to hold Tea", || names_held(&file) == ["Tea"]);
+    wait_until("the register synced", || {
+        state_of(&mut shop, me) == "synced"
+    });
+
+    let receipt = sell(&file, me, 480);
+    device.control.poke();
+    wait_until("the receipt filed", || shop.receipts().len() == 1);
+    assert_eq!(shop.receipts()[0].0, receipt);
+    wait_until(
+        "the register synced again, with nothing else written",
+        || state_of(&mut shop, me) == "synced",
+    );
+
+    // Sold while it was stopped: it opens saying a backlog of one receipt,
+    // with the receipt; the Filed that answers it empties the backlog.
+    device.stop();
+    let receipt = sell(&file, me, 990);
+    let device = start_as_device(&shop, &file, me);
+    wait_until("the second receipt filed", || shop.receipts().len() == 2);
+    assert!(shop.receipts().iter().any(|r| r.0 == receipt));
+    // Its Filed emptied its backlog: it says so in an Up of its own, and
+    // the server stops counting the receipt as on its way.
+    wait_until(
+        "the register synced again, with nothing else written",
+        || state_of(&mut shop, me) == "synced",
+    );
+    let backlog_empty = shop.count(&format!(
+        "SELECT count(*) FROM sync.backlogs WHERE replica = '{me}' AND empty"
+    ));
+    assert_eq!(backlog_empty, 1, "the backlog it said last is empty");
+    device.stop();
+}

@@ -490,8 +490,22 @@ impl Golden {
         }
     }
 
-    /// Each read's answer in this state, against its golden file.
+    /// Each read's answer in this state, against its golden file; and the
+    /// metrics of this state, as Prometheus's own check reads them.
     fn hold(&mut self, shop: &mut Shop, state: &str) {
+        for by_replica in [false, true] {
+            let text: String = shop
+                .pg
+                .query_one("SELECT sync.metrics($1)", &[&by_replica])
+                .unwrap()
+                .get(0);
+            if let Some(complaint) = promtool_complaint(&text) {
+                self.differ.push(format!(
+                    "sync.metrics({by_replica}) in state {state}: promtool check metrics says:\n\
+                     {complaint}\n--- the text ---\n{text}"
+                ));
+            }
+        }
         let reads = [
             ("overview", "SELECT sync.overview()".to_owned()),
             ("listing", format!("SELECT sync.listing(NULL, '{state}')")),
@@ -529,6 +543,34 @@ impl Golden {
             self.differ.join("\n")
         );
     }
+}
+
+/// What `promtool check metrics` (Debian's package `prometheus`, which
+/// scripts/setup.sh installs) says of a text of metrics, if anything: a
+/// scrape Prometheus takes without a word says nothing.
+fn promtool_complaint(text: &str) -> Option<String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs promtool (scripts/setup.sh installs the package prometheus)");
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (!out.status.success() || !said.trim().is_empty()).then_some(said)
 }
 
 fn replica_state(shop: &mut Shop, replica: Uuid) -> String {
@@ -601,4 +643,92 @@ fn the_reads_answer_in_every_state_as_their_golden_files_say() {
     assert_eq!(replica_state(&mut shop, ids[2]), "awaiting_fix");
     golden.hold(&mut shop, "awaiting_fix");
     golden.check();
+}
+
+#[test]
+fn drift_shows_in_the_health_the_overview_and_the_metrics_and_goes_once_declared_again() {
+    let mut shop = Shop::open_with(&[
+        "shared_preload_libraries=magic_sync",
+        "magic_sync.database=shop",
+        "magic_sync.idle=1",
+    ]);
+    shop.add_product("Tea", 250);
+    let (ids, mut registers) = shop.add_registers(2);
+    sync_all(&mut shop, &mut registers);
+
+    // A column added and not declared: the worker's pass is refused.
+    shop.run("ALTER TABLE shop.products ADD COLUMN vat_rate int");
+    shop.run("UPDATE shop.products SET price_cents = 260");
+    let health = wait_for_read(
+        &mut shop,
+        "SELECT sync.health()",
+        "the drift recorded",
+        |h| h["drift"]["total"] == 1,
+    );
+    assert_eq!(health["healthy"], false, "{health:#}");
+    let drift = &health["drift"]["first"][0];
+    let problem = drift["problem"].as_str().unwrap();
+    assert!(
+        problem.contains("shop.products") && problem.contains("vat_rate"),
+        "{problem}"
+    );
+    let fix = drift["fix"].as_str().unwrap().to_owned();
+    let statement = fix.lines().last().unwrap().to_owned();
+    assert!(
+        statement.starts_with("SELECT sync.declare_table(") && statement.contains("products"),
+        "{drift}"
+    );
+    assert_eq!(drift["remedy"], "fix");
+
+    let overview: Value = shop
+        .pg
+        .query_one("SELECT sync.overview()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(overview["healthy"], false);
+    assert_eq!(overview["states"]["awaiting_fix"], 2, "{overview:#}");
+    for replica in overview["replicas"]["first"].as_array().unwrap() {
+        assert!(ids.iter().any(|id| replica["id"] == id.to_string()));
+        assert_eq!(replica["why"]["drift"], true, "{replica}");
+    }
+    let metrics: String = shop
+        .pg
+        .query_one("SELECT sync.metrics()", &[])
+        .unwrap()
+        .get(0);
+    assert!(metrics.contains("magic_sync_healthy 0"), "{metrics}");
+    assert!(
+        metrics.contains("magic_sync_waiting{kind=\"drift\"} 1"),
+        "{metrics}"
+    );
+
+    // Declared again with the statement the fix gives: the drift goes at
+    // once.
+    shop.run(&statement);
+    let health: Value = shop
+        .pg
+        .query_one("SELECT sync.health()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(health["drift"]["total"], 0, "{health:#}");
+    assert_eq!(health["healthy"], true, "{health:#}");
+    let overview: Value = shop
+        .pg
+        .query_one("SELECT sync.overview()", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(overview["states"]["awaiting_fix"], 0, "{overview:#}");
+}
+
+/// Reads `sql` until `done` says its answer is the one waited for.
+fn wait_for_read(shop: &mut Shop, sql: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let began = Instant::now();
+    loop {
+        let answer: Value = shop.pg.query_one(sql, &[]).unwrap().get(0);
+        if done(&answer) {
+            return answer;
+        }
+        assert!(began.elapsed() < PATIENCE, "waited for {what}: {answer:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

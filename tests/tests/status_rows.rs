@@ -584,6 +584,24 @@ fn every_read_in_every_state_answers_the_json_of_its_golden_file() {
     progress_agrees_with_row_progress(&mut pg);
 
     // A partition's scope, and a row of another partition.
+    // What no rule brings to B: Cocoa, which only A's order points at, and
+    // its nutrition, which follows it.
+    pg.batch_execute(&format!(
+        "INSERT INTO shop.nutrition VALUES ('{}', 9)",
+        product(3)
+    ))
+    .unwrap();
+    hold(
+        &mut pg,
+        "explain-no-rule-follows",
+        &explain(B, "nutrition", &product(3)),
+    );
+    hold(
+        &mut pg,
+        "explain-no-rule-none",
+        &explain(B, "products", &product(3)),
+    );
+
     pg.batch_execute(
         "DELETE FROM sync.quarantine;
          SELECT count(sync.undeclare_table(relation)) \

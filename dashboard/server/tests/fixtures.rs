@@ -1,7 +1,7 @@
 //! The dashboard's fixtures: what the reads answer in the states the
 //! engine's golden files (tests/golden/status/) do not show: every kind of
-//! problem in the health, a replica's backlog by table, and the wishes in
-//! every state they take here. dashboard/scripts/contract.mjs writes the
+//! problem in the health (drift too), a replica's backlog by table, and
+//! the wishes in every state they take here. dashboard/scripts/contract.mjs writes the
 //! package's types from both, so these hold the types' every field.
 //! `MAGIC_SYNC_BLESS=1` writes them afresh; otherwise the answers are
 //! held to them.
@@ -129,6 +129,14 @@ fn the_reads_answer_every_kind_of_problem_and_wish_as_the_dashboards_fixtures_sa
     fleet.a_row_too_large();
     let health = fleet.read("SELECT sync.health()");
     fixtures.hold("health-set-aside", &health);
+
+    // The database differs from the declarations: every replica awaits the
+    // fix.
+    fleet.drift();
+    let health = fleet.read("SELECT sync.health()");
+    fixtures.hold("health-drift", &health);
+    let overview = fleet.read("SELECT sync.overview()");
+    fixtures.hold("overview-drift", &overview);
 
     assert!(
         fixtures.differ.is_empty(),

@@ -18,6 +18,7 @@ fn declare_replicas(
     partitioned_by: default!(Option<&str>, "NULL"),
 ) {
     declare::declare_replicas(relation, live, id, partitioned_by);
+    drift::record_again();
 }
 
 /// `sync.declare_table(relation, mirror, sync, ...)`: declares a table
@@ -60,12 +61,14 @@ fn declare_table(
         install,
         indexes,
     });
+    drift::record_again();
 }
 
 /// `sync.undeclare_table(relation)`: the table travels no more.
 #[pg_extern(volatile)]
 fn undeclare_table(relation: &str) {
     declare::undeclare_table(relation);
+    drift::record_again();
 }
 
 /// `sync.triggers()`: the triggers every declaration needs, one CREATE
@@ -83,10 +86,14 @@ fn indexes() -> SetOfIterator<'static, String> {
 }
 
 /// `sync.check()`: what the relay's check finds, one problem a row, with
-/// the DDL or the call that fixes it. No row: the relay may run.
+/// the DDL or the call that fixes it. No row: the relay may run. What it
+/// finds is recorded for the status reads too (sync.drift), as when the
+/// relay worker's pass is refused for it.
 #[pg_extern(volatile)]
 fn check() -> TableIterator<'static, (name!(problem, String), name!(fix, String))> {
-    TableIterator::new(drift::problems().into_iter().map(|p| (p.message, p.hint)))
+    let problems = drift::problems();
+    drift::record_these(&problems);
+    TableIterator::new(problems.into_iter().map(|p| (p.message, p.hint)))
 }
 
 /// `sync.declarations_digest()`: the digest of the declarations the relay

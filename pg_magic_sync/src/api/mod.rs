@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 mod declaring;
 mod queue;
 mod receiving;
+mod refusing;
 mod relaying;
 mod status;
 mod wishing;

@@ -79,3 +79,19 @@ fn worker_running() -> bool {
         .flatten()
         .unwrap_or(false)
 }
+
+/// `sync_internal.outside_a_transaction_block()`: `CALL sync.relay()`
+/// commits as it goes, which PostgreSQL refuses inside a transaction block
+/// with only "invalid transaction termination": this says what to do.
+#[pg_extern(volatile, schema = "sync_internal")]
+fn outside_a_transaction_block() {
+    // SAFETY: reads the state of this backend's current transaction.
+    if unsafe { pg_sys::IsTransactionBlock() } {
+        Error::said(
+            "25001",
+            "magic_sync: CALL sync.relay() commits as it goes, so it cannot run inside a transaction block",
+            "CALL it on its own, outside BEGIN ... COMMIT (in psql, with autocommit on).",
+        )
+        .raise();
+    }
+}

@@ -343,6 +343,8 @@ thread_local! {
 
 /// The relay's check before a pass: refuses with every problem, unless
 /// nothing it reads changed since this backend's last check found none.
+/// A check that ran and found none lets go of the drift recorded for the
+/// status reads.
 pub fn check_before_pass(declarations: &Declarations) {
     let now = Checked {
         changes: catalog_changes::seen(),
@@ -354,7 +356,41 @@ pub fn check_before_pass(declarations: &Declarations) {
     }
     LAST_CHECKED.set(None);
     refuse_problems(&problems_in(declarations));
+    spi::run(FORGET_DRIFT);
     LAST_CHECKED.set(Some(now));
+}
+
+/// Most checks find nothing recorded: a delete of nothing still writes.
+const FORGET_DRIFT: &str = "DELETE FROM sync.drift WHERE EXISTS (SELECT 1 FROM sync.drift)";
+
+/// After a declaration changed what is declared: if drift is recorded,
+/// it is recorded again as it is now, so that one declared again leaves
+/// the status reads at once. With none recorded, nothing: a migration
+/// half way through (a table declared, its triggers to come) is no drift
+/// the relay has met.
+pub fn record_again() {
+    if spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync.drift)", &[]) == Some(true) {
+        record();
+    }
+}
+
+/// Replaces what sync.drift records with what the check finds now: what the
+/// status reads show while the relay refuses to run (sql/status.sql). The
+/// relay worker records it when a pass was refused for it, and a
+/// declaration when it changed what is declared; a problem found before
+/// keeps the time it was first found.
+pub fn record() {
+    record_these(&problems_in(&Declarations::read()));
+}
+
+/// Records these problems, found by the check just now, in sync.drift.
+pub fn record_these(found: &[Problem]) {
+    let problems: Vec<String> = found.iter().map(|p| p.message.clone()).collect();
+    let fixes: Vec<String> = found.iter().map(|p| p.hint.clone()).collect();
+    spi::run_with(
+        "SELECT sync_internal.record_drift($1, $2)",
+        &[problems.into(), fixes.into()],
+    );
 }
 
 /// Refuses with every problem, and every fix in the hint.

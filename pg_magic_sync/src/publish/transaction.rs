@@ -12,6 +12,9 @@ use crate::error;
 /// A failure of a round, as the worker treats it.
 pub struct Failure {
     pub transient: bool,
+    /// The database differs from the declarations (declare/drift.rs): the
+    /// worker records what differs, for the status reads.
+    pub not_as_declared: bool,
     pub message: String,
 }
 
@@ -19,6 +22,7 @@ pub struct Failure {
 pub fn spi_failure(sql: &str, e: pgrx::spi::SpiError) -> Failure {
     Failure {
         transient: false,
+        not_as_declared: false,
         message: format!("{e} (while running {sql})"),
     }
 }
@@ -65,10 +69,12 @@ fn failure_of(caught: CaughtError) -> Failure {
     match caught {
         CaughtError::PostgresError(report) | CaughtError::ErrorReport(report) => Failure {
             transient: error::is_transient(&error::sqlstate_text(report.sql_error_code())),
+            not_as_declared: error::is_not_as_declared(report.sql_error_code()),
             message: report.message().to_owned(),
         },
         CaughtError::RustPanic { ereport, .. } => Failure {
             transient: false,
+            not_as_declared: false,
             message: ereport.message().to_owned(),
         },
     }

@@ -30,6 +30,7 @@ use serde_json::Value;
 use super::push::Push;
 use super::stalls;
 use super::transaction::{spi_failure, transaction, Failure};
+use crate::declare::drift;
 use crate::note::wake;
 use crate::relay::gate;
 use crate::settings;
@@ -89,7 +90,8 @@ const WAITING: &str = "\
     SELECT jsonb_build_object( \
         'notes', (SELECT count(*) FROM sync.notes), \
         'undelivered', (SELECT count(DISTINCT replica) FROM sync.outbox \
-                          WHERE written_at < now() - interval '5 minutes'), \
+                          WHERE written_at < now() - interval '5 minutes' \
+                            AND NOT (kind = 'filed' AND published)), \
         'set_aside', (SELECT count(*) FROM sync.quarantine), \
         'refused', (SELECT count(*) FROM sync.held WHERE refused IS NOT NULL), \
         'inbox', (SELECT count(*) FROM sync.inbox), \
@@ -362,6 +364,13 @@ impl Worker {
     }
 
     fn failed(&mut self, failure: Failure) {
+        if failure.not_as_declared {
+            // What differs, for the status reads: the pass that found it
+            // was rolled back with everything it wrote.
+            if let Err(e) = transaction(false, drift::record) {
+                pgrx::warning!("{NAME}: recording what differs failed: {}", e.message);
+            }
+        }
         self.backoff = if failure.transient {
             (self.backoff * 2).clamp(Duration::from_millis(100), Duration::from_secs(60))
         } else {

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{answer, key_of, should, table_going_down, tables, CONTRACT, NOW, SCOPE};
 use crate::catalog::table_sql::{key_matches, quote_ident, quote_literal};
-use crate::catalog::Declared;
+use crate::catalog::{Declared, Rule};
 use crate::error::Error;
 
 /// The replica as sync.replicas has it.
@@ -147,9 +147,86 @@ fn away(table: &Declared, key: &str, standing: &Value, reached: &Value) -> Vec<V
         }));
     }
     if reasons.is_empty() {
-        reasons.push(json!({"reason": "no_rule", "rule": table.rule.kind()}));
+        reasons.push(no_rule(table, key));
     }
     reasons
+}
+
+/// Why no rule reaches the row for this replica, as its rule reads the
+/// row, in fields every `no_rule` has: `columns` and `values`, what the
+/// rule reads of the row (for `assigned`, its column and the replica id it
+/// holds; for `follows`, the columns that point at the row it follows, and
+/// their values); `belongs_to`, for `assigned`, the replica that value
+/// names (`{replica, live}`, or null for none the relay knows); `follows`,
+/// the table of the row it follows, which this replica should not hold;
+/// `groups`, for `grouped`, how many groups the row is a member of (none
+/// of them given to this replica). For `none`, all empty: the table
+/// reaches a replica only as the parent of a row it holds.
+fn no_rule(table: &Declared, key: &str) -> Value {
+    let mut reason = json!({
+        "reason": "no_rule",
+        "rule": table.rule.kind(),
+        "columns": [],
+        "values": [],
+        "belongs_to": null,
+        "follows": null,
+        "groups": 0,
+    });
+    let read = match &table.rule {
+        Rule::Assigned { column } => {
+            let value = format!("(t.{})::text", quote_ident(column));
+            format!(
+                "jsonb_build_object('columns', jsonb_build_array({column}), \
+                   'values', jsonb_build_array({value}), \
+                   'belongs_to', (SELECT jsonb_build_object('replica', r.id, 'live', r.live) \
+                                  FROM sync.replicas r WHERE r.id::text = {value}))",
+                column = quote_literal(column),
+            )
+        }
+        Rule::Follows { columns, reference } => {
+            let parent = table
+                .references
+                .get(*reference)
+                .map(|r| r.parent.clone())
+                .unwrap_or_default();
+            let values: Vec<String> = columns
+                .iter()
+                .map(|c| format!("(t.{})::text", quote_ident(c)))
+                .collect();
+            format!(
+                "jsonb_build_object('follows', {parent}, 'columns', {columns}::jsonb, \
+                   'values', jsonb_build_array({values}))",
+                parent = quote_literal(&parent),
+                columns = quote_literal(&json!(columns).to_string()),
+                values = values.join(", "),
+            )
+        }
+        Rule::Grouped { members, .. } => {
+            let member_is_row: Vec<String> = members
+                .row
+                .iter()
+                .zip(&table.key_columns)
+                .map(|(m, k)| format!("m.{} = t.{}", quote_ident(m), quote_ident(k)))
+                .collect();
+            format!(
+                "jsonb_build_object('groups', (SELECT count(*) FROM {members} AS m WHERE {on}))",
+                members = members.relation,
+                on = member_is_row.join(" AND "),
+            )
+        }
+        Rule::None | Rule::Broadcast => return reason,
+    };
+    let sql = format!(
+        "SELECT {read} FROM {rel} AS t WHERE {matches}",
+        rel = table.relation,
+        matches = key_matches(table, "t", "$1"),
+    );
+    if let (Value::Object(reason), Value::Object(facts)) =
+        (&mut reason, answer(&sql, &[key.into()]))
+    {
+        reason.extend(facts);
+    }
+    reason
 }
 
 /// Whether the row exists, its partition, and whether it is in the table's

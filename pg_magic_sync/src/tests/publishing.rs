@@ -73,7 +73,7 @@ mod tests {
     }
 
     #[pg_test]
-    fn what_the_transport_took_leaves_the_outbox_and_the_rest_stays_first() {
+    fn what_the_transport_took_is_due_no_more_and_the_rest_stays_first() {
         Spi::run(OUTBOXES).unwrap();
         outbox::record(&[Outcome {
             replica: A.parse().unwrap(),
@@ -83,6 +83,48 @@ mod tests {
         let due = ids_due();
         assert_eq!(due[0].1, [format!("{A}-2"), format!("{A}-3")]);
         assert_eq!(due[1].1.len(), 3);
+    }
+
+    /// The answers (Filed) of replica A left in the outbox.
+    fn answers_kept() -> i64 {
+        Spi::get_one::<i64>(&format!(
+            "SELECT count(*) FROM sync.outbox WHERE replica = '{A}' AND kind = 'filed'"
+        ))
+        .unwrap()
+        .unwrap()
+    }
+
+    #[pg_test]
+    fn a_published_answer_stays_until_the_replica_applied_a_message_after_it_or_for_an_hour() {
+        Spi::run(OUTBOXES).unwrap();
+        outbox::record(&[Outcome {
+            replica: A.parse().unwrap(),
+            taken: vec![format!("{A}-1"), format!("{A}-2"), format!("{A}-3")],
+            failed: None,
+        }]);
+        let checks = "SELECT sync_internal.outbox_checks(1000, 1000000, 3600)";
+        Spi::run(checks).unwrap();
+        assert_eq!(
+            answers_kept(),
+            3,
+            "a queue taking over would hand them over"
+        );
+
+        // A applied a message written after the first two: it was handed
+        // those on the way.
+        let epoch = "00000000-0000-0000-0000-0000000000e1";
+        Spi::run(&format!(
+            "UPDATE sync.replicas SET epoch = '{epoch}', applied_epoch = '{epoch}',              applied_sequence = 2 WHERE id = '{A}'"
+        ))
+        .unwrap();
+        Spi::run(checks).unwrap();
+        assert_eq!(answers_kept(), 1);
+
+        // An hour on, the replica has sent its upload again and been
+        // answered again.
+        Spi::run("UPDATE sync.outbox SET written_at = now() - interval '61 minutes'").unwrap();
+        Spi::run(checks).unwrap();
+        assert_eq!(answers_kept(), 0);
     }
 
     #[pg_test]

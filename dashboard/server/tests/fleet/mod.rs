@@ -330,6 +330,16 @@ impl Fleet {
         self.relay();
     }
 
+    /// A column added to the products and not declared: the relay's
+    /// check (`sync.check()`, as the worker's refused pass would) records
+    /// the drift for the reads.
+    pub fn drift(&mut self) {
+        self.pg
+            .batch_execute("ALTER TABLE shop.products ADD COLUMN vat_rate int")
+            .unwrap();
+        self.pg.query("SELECT * FROM sync.check()", &[]).unwrap();
+    }
+
     /// A read's answer, as the dashboard's role would get it.
     pub fn read(&mut self, sql: &str) -> Value {
         self.pg.query_one(sql, &[]).unwrap().get(0)

@@ -58,8 +58,16 @@ export interface Held {
 
 export type KeptAway =
   | {
+    belongs_to: {
+      live: boolean
+      replica: string
+    } | null
+    columns: string[]
+    follows: string | null
+    groups: number
     reason: "no_rule"
     rule: string
+    values: string[]
   }
   | {
     reason: "no_such_row"
@@ -99,6 +107,15 @@ export type KeptAway =
 
 export interface Health {
   contract: number
+  drift: {
+    first: {
+      fix: string
+      found_at: Timestamp
+      problem: string
+      remedy: Remedy
+    }[]
+    total: number
+  }
   failing: {
     first: FailingReplica[]
     total: number
@@ -194,6 +211,7 @@ export interface Backlog {
 
 export interface Why {
   backlog: boolean
+  drift: boolean
   failed_at: Timestamp | null
   failures: number
   held_back: number
@@ -228,6 +246,15 @@ export interface Overview {
 }
 
 export interface OverviewHealth {
+  drift: {
+    first: {
+      fix: string
+      found_at: Timestamp
+      problem: string
+      remedy: Remedy
+    }[]
+    total: number
+  }
   failing: {
     first: FailingReplica[]
     total: number
