@@ -361,6 +361,16 @@ fn help_says_usage_once_with_a_line_a_command_and_how_to_install_it() {
             "replica/Cargo.toml has no feature {feature}"
         );
     }
+    // The book shows it as it is.
+    let book = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/src/replica-cli.md"
+    ))
+    .unwrap();
+    assert!(
+        book.contains(usage.trim_end()),
+        "docs/src/replica-cli.md does not show the usage:\n{usage}"
+    );
     // The same text as JSON, and after the reason of a usage error.
     assert_eq!(run(&["help"])["usage"].as_str().unwrap(), usage.trim_end());
     let wrong = command().arg("frob").output().unwrap();
