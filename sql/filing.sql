@@ -1,4 +1,4 @@
--- Filing what replicas send up (pg_magic_sync/src/receive/): the hooks a
+-- Filing what replicas send up (pg_magic_sync/src/file/): the hooks a
 -- host declares for what it knows of a sender, and the PL/pgSQL that files
 -- rows with a savepoint around them, so a row the database refuses is kept
 -- instead of failing the upload. What users call is in sync
@@ -166,7 +166,7 @@ $$;
 
 -- (The sender's filing hook runs in a savepoint of Rust's, as the caller:
 -- a hook may SET LOCAL ROLE, which PostgreSQL refuses inside a function
--- run as another user. pg_magic_sync/src/receive/acting.rs.)
+-- run as another user. pg_magic_sync/src/file/acting.rs.)
 
 -- For the relay, before a pass: replicas whose provisioning was noted for
 -- later (they said of themselves they needed one sooner than they may) and

@@ -69,7 +69,7 @@ CREATE TRIGGER held_counts_truncate AFTER TRUNCATE ON sync.held_recorded
 -- those that can never count as in flight again folded into one per
 -- (replica, table) at sent 0: rows not leaving, sent in a message the
 -- replica said it applied. That holds because a replica's applied_sequence
--- never goes down (receive/applied.rs counts only a later message; message
+-- never goes down (file/applied.rs counts only a later message; message
 -- numbers come from one sequence, so a new epoch's are higher than any
 -- before), and a row sent again is counted out at its old sent, in at its
 -- new one. Leaving rows are in flight whatever sent them: folded at sent 0

@@ -5,7 +5,7 @@
 
 -- A follower that stops following keeps what it holds, as rows of its own:
 -- its stand-in's rows, each under the follower's own message that carried
--- it. What a follower refuses is recorded on rows of its own (receive/
+-- it. What a follower refuses is recorded on rows of its own (file/
 -- rejections.rs), so it parts first. The view reads the follower as it was
 -- before the statement's delete. Answers whether it was following.
 CREATE FUNCTION sync_internal.part(replica uuid) RETURNS boolean

@@ -41,7 +41,7 @@ ALTER FUNCTION sync.next(uuid) SECURITY DEFINER SET search_path = pg_catalog, pg
 ALTER FUNCTION sync.ack(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION sync.ack_next(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 -- sync.receive(uuid, bytea) runs as the owner too, but switches itself
--- (pg_magic_sync/src/receive/acting.rs): it must know who called and from
+-- (pg_magic_sync/src/file/acting.rs): it must know who called and from
 -- where, for what the host's tables see is the caller's (its grants, its
 -- row policies, the role its filing hook takes, its search_path), and a
 -- SECURITY DEFINER function has lost that before its code runs. So it is

@@ -497,7 +497,7 @@ CREATE TABLE sync.sends (
     retry_at      timestamptz NOT NULL
 );
 
--- Filing what replicas send up (pg_magic_sync/src/receive/, sql/filing.sql).
+-- Filing what replicas send up (pg_magic_sync/src/file/, sql/filing.sql).
 
 -- The last backlog each replica said, with when (an Up without one leaves
 -- it standing). A replica is catching up while its backlog is not empty.

@@ -12,7 +12,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Error {
     /// The caller asked for something the engine cannot do as asked: a
     /// declaration, an argument. The caller changes the call.
@@ -34,6 +34,34 @@ pub enum Error {
     /// what it cannot read (a NULL, a value it does not know).
     #[error("{message}")]
     Engine { message: String, detail: String },
+    /// The transport's fault: NATS unreachable, refusing what it was
+    /// given, or answering nothing in time. `transient` when a retry may
+    /// get through (the network, a server busy or restarting), not when
+    /// the transport will never take it (a setting, a message too large);
+    /// `stream_missing` when no stream took a publish (the streams are to
+    /// be made again).
+    #[error("{what}")]
+    Transport {
+        transient: bool,
+        stream_missing: bool,
+        what: String,
+    },
+    /// A statement the relay worker ran failed inside PostgreSQL: the
+    /// database's fault or the data's, told apart by its SQLSTATE (a
+    /// serialization failure may pass; a constraint will not).
+    #[error("{message}")]
+    Database {
+        code: PgSqlErrorCode,
+        message: String,
+    },
+    /// A row too large for any message, even alone: the data's fault. It is
+    /// set aside, and the pass planned again around it.
+    #[error("the row {key} of {table} takes {bytes} bytes, more than a message carries")]
+    RowTooLarge {
+        table: String,
+        key: String,
+        bytes: usize,
+    },
     /// A refusal the engine's SQL makes on purpose (sql/*.sql, through
     /// `sync_internal.refuse`), under the SQLSTATE that says whose fault it
     /// is there: a scope or a state a read does not know, a TRUNCATE.
@@ -118,10 +146,47 @@ impl Error {
         }
     }
 
+    /// Whether the same work may succeed if tried again unchanged: the
+    /// network or a busy server (the transport's), or a statement that
+    /// failed for a reason that passes (its SQLSTATE: `is_transient`).
+    /// Anything else, and whatever nobody classified, is permanent.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Transport { transient, .. } => *transient,
+            Error::Database { code, .. } | Error::Said { code, .. } => {
+                is_transient(&sqlstate_text(*code))
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether no stream took a publish: the streams are to be made again.
+    pub fn stream_missing(&self) -> bool {
+        matches!(
+            self,
+            Error::Transport {
+                stream_missing: true,
+                ..
+            }
+        )
+    }
+
+    /// Whether the database differs from the declarations, raised by the
+    /// engine (`NotAsDeclared`) or caught from a statement as its SQLSTATE.
+    pub fn is_not_as_declared(&self) -> bool {
+        match self {
+            Error::NotAsDeclared { .. } => true,
+            Error::Database { code, .. } => is_not_as_declared(*code),
+            _ => false,
+        }
+    }
+
     /// Whose fault it is, as PostgreSQL's error code.
     pub fn sqlstate(&self) -> PgSqlErrorCode {
         match self {
-            Error::Said { code, .. } => *code,
+            Error::Said { code, .. } | Error::Database { code, .. } => *code,
+            Error::Transport { .. } => PgSqlErrorCode::ERRCODE_CONNECTION_FAILURE,
+            Error::RowTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             Error::BadInput { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             Error::BadMessage { .. } => PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
             Error::NotYet { .. } => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -155,6 +220,12 @@ impl Error {
             }
             Error::Engine { message, detail } => (
                 ErrorReport::new(code, message, "magic_sync").set_detail(detail),
+                false,
+            ),
+            other @ (Error::Transport { .. }
+            | Error::Database { .. }
+            | Error::RowTooLarge { .. }) => (
+                ErrorReport::new(code, other.to_string(), "magic_sync"),
                 false,
             ),
         };

@@ -30,22 +30,34 @@
 //!
 //! The modules, bottom up: each uses only those above it in this list.
 
+// Every unsafe block says why it is sound, in a SAFETY: comment.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use pgrx::prelude::*;
 
 mod error;
+/// The engine's fixed statements, from sql/statements/ (build.rs).
+mod statements {
+    include!(concat!(env!("OUT_DIR"), "/statements.rs"));
+}
 mod locks;
 mod temp_tables;
 mod spi;
 mod settings;
+mod seal;
+mod wake;
+mod gate;
+mod epochs;
 mod catalog;
+mod message;
 mod note;
 mod declare;
-mod message;
 mod relay;
 mod publish;
 mod wishes;
-mod receive;
+mod file;
 mod status;
+mod worker;
 mod api;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -121,8 +133,8 @@ pub extern "C-unwind" fn _PG_init() {
     settings::define();
     // SAFETY: a flag PostgreSQL sets while it loads shared_preload_libraries.
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        note::wake::request_shared_memory();
-        publish::worker::register_static_workers();
+        wake::request_shared_memory();
+        worker::register_static_workers();
     }
 }
 

@@ -12,7 +12,7 @@ pub const RELAY: i64 = 7_809_643_163_296_757_358;
 /// it shared (relay/gate.rs).
 pub const GATE: i64 = 7_809_643_163_296_757_359;
 
-/// One change of epoch at a time (receive/went_back.rs).
+/// One change of epoch at a time (file/went_back.rs).
 pub const EPOCH: i64 = 7_809_643_163_296_757_360;
 
 /// One fold (or recount) of sync.held's counts at a time: taken in

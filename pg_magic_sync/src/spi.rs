@@ -21,6 +21,7 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient};
 use pgrx::PgOid;
 
 use crate::error::Error;
+use crate::statements::spi::{SETTING_NOW, SET_FOR_THE_TRANSACTION};
 use crate::temp_tables;
 
 /// Plans kept per statement text: whether it writes, the types of its
@@ -131,9 +132,6 @@ pub fn run(sql: &str) {
         execute(client, sql, None, &[], false);
     });
 }
-
-const SETTING_NOW: &str = "SELECT current_setting($1)";
-const SET_FOR_THE_TRANSACTION: &str = "SELECT set_config($1, $2, true)";
 
 /// Turns one of the planner's methods (`enable_nestloop`, say) off for
 /// what is planned next; answers its setting, for `put_back`.

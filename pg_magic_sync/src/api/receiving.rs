@@ -3,16 +3,16 @@
 
 use pgrx::prelude::*;
 
-use crate::receive::{self, acting, inbox};
+use crate::file::{self, acting, inbox};
 use crate::spi::from_pg;
 
 /// `sync.receive(replica, bytes)`: takes an `Up` from the replica the
 /// transport names, and answers what the server made of it. It runs as the
-/// extension's owner; the host's tables see the caller (receive/acting.rs).
+/// extension's owner; the host's tables see the caller (file/acting.rs).
 #[pg_extern(volatile)]
 fn receive(replica: pgrx::Uuid, bytes: &[u8]) -> pgrx::JsonB {
     pgrx::JsonB(acting::as_owner(|caller| {
-        receive::file_up(from_pg(replica), bytes, caller)
+        file::file_up(from_pg(replica), bytes, caller)
     }))
 }
 

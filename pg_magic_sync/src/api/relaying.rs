@@ -4,8 +4,9 @@
 use pgrx::prelude::*;
 
 use crate::error::Error;
-use crate::publish::worker;
 use crate::relay;
+use crate::statements::api::relaying::{STOP_WORKERS, WORKERS_RUNNING};
+use crate::worker;
 
 /// `sync_internal.record_pass(starts, notes)`: the recording half of a
 /// pass, planning at most `notes` notes (NULL: `magic_sync.notes_per_pass`).
@@ -61,14 +62,6 @@ fn stop_relay() -> i64 {
         .flatten()
         .unwrap_or(0)
 }
-
-const WORKERS_RUNNING: &str = "\
-    SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
-                   WHERE backend_type = $1 AND datname = current_database())";
-
-const STOP_WORKERS: &str = "\
-    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
-    WHERE backend_type = $1 AND datname = current_database()";
 
 fn worker_running() -> bool {
     // pg_stat_activity is read once per transaction unless asked afresh.

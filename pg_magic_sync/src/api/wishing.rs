@@ -5,8 +5,9 @@
 
 use pgrx::prelude::*;
 
+use crate::message::row::wish;
 use crate::spi::{from_pg, to_pg};
-use crate::wishes::{desire, encode};
+use crate::wishes::desire;
 
 /// `sync.desire(table_name, wanted, note)`: wishes the row of the setting
 /// `table_name` (as replicas know it) that `wanted` names by its key the
@@ -39,7 +40,7 @@ fn wish_bytes(
     version: i64,
     note: Option<&str>,
 ) -> Vec<u8> {
-    encode::wish_bytes(
+    wish::wish_bytes(
         from_pg(id),
         table_name,
         key,

@@ -12,7 +12,10 @@
 //! `declared_tables()` is what the relay reads, parents first.
 
 pub mod digest;
+#[cfg(test)]
+pub mod fixtures;
 pub mod model;
+pub mod reach;
 pub mod store;
 pub mod table_sql;
 pub mod wishes;

@@ -11,7 +11,6 @@
 
 use magic_sync_proto::key::KeyType;
 
-use crate::catalog::table_sql::{key_matches, quote_literal, row_bytes};
 use crate::catalog::{Declared, Mirror, Rule};
 
 /// The name replicas know the table by.
@@ -99,114 +98,10 @@ pub fn wishes_table(settings: Vec<Declared>, position: i32) -> Declared {
     }
 }
 
-/// The bytes of the wish `alias` (a row of sync.sync_wishes) as they
-/// travel: the Wish message (`sync_internal.wish_bytes`), its `wanted` the
-/// setting row encoded as the setting's rows are.
-pub fn wish_bytes(table: &Declared, alias: &str) -> String {
-    let wanted = if table.wishes_of.is_empty() {
-        "NULL::bytea".to_owned()
-    } else {
-        let cases: Vec<String> = table
-            .wishes_of
-            .iter()
-            .map(|setting| {
-                format!(
-                    "WHEN {} THEN {}",
-                    quote_literal(&setting.name),
-                    wanted_bytes(setting, alias)
-                )
-            })
-            .collect();
-        format!(
-            "CASE {alias}.\"table_name\" {} ELSE NULL::bytea END",
-            cases.join(" ")
-        )
-    };
-    format!(
-        "sync_internal.wish_bytes({alias}.\"id\", {alias}.\"table_name\", {alias}.\"key\", {wanted}, \
-         {alias}.\"version\", {alias}.\"note\")"
-    )
-}
-
-/// The row a wish of `setting` wants, encoded: the setting row the server
-/// holds, or the one wished when it holds none, with the wished columns and
-/// the version the wish is based on laid over it (protocol A.6).
-fn wanted_bytes(setting: &Declared, alias: &str) -> String {
-    let held = format!(
-        "(SELECT h FROM {rel} AS h WHERE {matches})",
-        rel = setting.relation,
-        matches = key_matches(setting, "h", &format!("{alias}.\"key\"")),
-    );
-    format!(
-        "(SELECT {bytes} FROM jsonb_populate_record(coalesce({held}, NULL::{rel}), {over}) AS r)",
-        bytes = row_bytes(setting, "r"),
-        rel = setting.relation,
-        over = laid_over(setting, alias),
-    )
-}
-
-/// What a wish lays over the setting row: its key and origin (for a row the
-/// server no longer holds), the wished columns, and, under if_unchanged,
-/// the version the wish is based on.
-fn laid_over(setting: &Declared, alias: &str) -> String {
-    let mut members: Vec<String> = Vec::new();
-    let single = setting.key_columns.len() == 1;
-    for (i, column) in setting.key_columns.iter().enumerate() {
-        let part = if single {
-            format!("{alias}.\"key\"")
-        } else {
-            format!("split_part({alias}.\"key\", '|', {})", i + 1)
-        };
-        members.push(format!("{}, {part}", quote_literal(column)));
-    }
-    if let Some(origin) = setting
-        .origin
-        .as_ref()
-        .filter(|o| !setting.key_columns.contains(o))
-    {
-        members.push(format!("{}, {alias}.\"replica\"", quote_literal(origin)));
-    }
-    let mut over = format!(
-        "jsonb_build_object({}) || {alias}.\"wanted\"",
-        members.join(", ")
-    );
-    if let Some(version) = &setting.version {
-        over = format!(
-            "{over} || CASE WHEN {alias}.\"based_on\" IS NULL THEN '{{}}'::jsonb \
-             ELSE jsonb_build_object({}, {alias}.\"based_on\") END",
-            quote_literal(version)
-        );
-    }
-    over
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::table_sql::qualified;
-    use crate::catalog::Apply;
-
-    fn footers() -> Declared {
-        Declared {
-            name: "footers".into(),
-            relation: qualified("shop", "footers"),
-            mirror: Mirror::Setting,
-            key_columns: vec!["register_id".into()],
-            key_types: vec![KeyType::Uuid],
-            columns: vec!["register_id".into(), "text".into(), "changed_at".into()],
-            column_types: vec![
-                "uuid".into(),
-                "text".into(),
-                "timestamp with time zone".into(),
-            ],
-            origin: Some("register_id".into()),
-            version: Some("changed_at".into()),
-            desired: vec!["text".into()],
-            apply: Some(Apply::IfUnchanged),
-            position: 2,
-            ..Declared::default()
-        }
-    }
+    use crate::catalog::fixtures::footers;
 
     #[test]
     fn the_table_of_wishes_joins_the_declared_tables_last_only_with_a_setting() {
@@ -227,21 +122,5 @@ mod tests {
         // Its triggers are held against the database whether or not.
         assert_eq!(noted(vec![]).len(), 1);
         assert_eq!(noted(tables).len(), 3);
-    }
-
-    #[test]
-    fn a_wish_is_encoded_with_its_setting_row_and_the_wished_columns_laid_over() {
-        let wishes = wishes_table(vec![footers()], 3);
-        let sql = wish_bytes(&wishes, "t");
-        assert!(sql.starts_with("sync_internal.wish_bytes(t.\"id\", t.\"table_name\", t.\"key\", CASE t.\"table_name\" WHEN 'footers' THEN"), "{sql}");
-        assert!(sql.contains("jsonb_populate_record(coalesce((SELECT h FROM \"shop\".\"footers\" AS h WHERE h.\"register_id\" = (t.\"key\")::uuid), NULL::\"shop\".\"footers\")"), "{sql}");
-        assert!(
-            sql.contains("jsonb_build_object('register_id', t.\"key\") || t.\"wanted\""),
-            "{sql}"
-        );
-        assert!(
-            sql.contains("jsonb_build_object('changed_at', t.\"based_on\")"),
-            "{sql}"
-        );
     }
 }

@@ -45,11 +45,19 @@ pub fn seen() -> u64 {
 
 /// Called by PostgreSQL for a relation's invalidation (every relation's,
 /// when its caches are reset): it must not fail, and does not.
+///
+/// # Safety
+/// PostgreSQL calls it, as the callback registered above, on the backend's
+/// main thread; it touches nothing of PostgreSQL's, only an atomic.
 unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, _relation: pg_sys::Oid) {
     SEEN.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Called by PostgreSQL for an entry of one of `CACHES`.
+///
+/// # Safety
+/// As `relation_changed`: a registered callback that touches only an
+/// atomic.
 unsafe extern "C-unwind" fn cache_changed(_arg: pg_sys::Datum, _cache: i32, _hash: u32) {
     SEEN.fetch_add(1, Ordering::Relaxed);
 }

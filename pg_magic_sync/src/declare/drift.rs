@@ -28,6 +28,7 @@ use crate::declare::system_catalog;
 use crate::declare::triggers::{self, Finding};
 use crate::error::Error;
 use crate::spi;
+use crate::statements::declare::drift::FORGET_DRIFT;
 
 fn problem(message: String, fix: String) -> Problem {
     Problem { message, hint: fix }
@@ -359,9 +360,6 @@ pub fn check_before_pass(declarations: &Declarations) {
     spi::run(FORGET_DRIFT);
     LAST_CHECKED.set(Some(now));
 }
-
-/// Most checks find nothing recorded: a delete of nothing still writes.
-const FORGET_DRIFT: &str = "DELETE FROM sync.drift WHERE EXISTS (SELECT 1 FROM sync.drift)";
 
 /// After a declaration changed what is declared: if drift is recorded,
 /// it is recorded again as it is now, so that one declared again leaves

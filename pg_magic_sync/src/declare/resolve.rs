@@ -257,9 +257,104 @@ fn mirror_hint(mirror: Mirror) -> &'static str {
     }
 }
 
-/// Resolves one table's request on its own. References, and the reference
-/// a follows rule follows, come later (`resolve_all`).
+/// Resolves one table's request on its own, a named check at a time, each
+/// adding what it finds wrong. References, and the reference a follows rule
+/// follows, come later (`resolve_all`).
 pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec<Problem>> {
+    let found = table_of(request)?;
+    let mirror = mirror_of(request)?;
+    let shape = system_catalog::columns_of(found.oid);
+    let mut check = Checker {
+        shown: found.shown.clone(),
+        columns: &shape,
+        problems: Vec::new(),
+    };
+    let mut request = request.clone();
+    request.relation = found.qualified.clone();
+
+    check_options_the_mirror_takes(&mut check, &request, mirror);
+    let key_columns = key_of(&mut check, &found, &request);
+    let key_types = key_types_of(&mut check, &found, &key_columns);
+    let name = name_of(&mut check, &request, &found);
+    check_origin(&mut check, &request, mirror);
+    check_version(&mut check, &request, mirror, &key_columns);
+    check_created(&mut check, &request, &key_columns);
+    let desired = desired_of(&mut check, &request, mirror, &key_columns);
+    let apply = apply_of(&mut check, &request, mirror);
+    let partition = partition_of(&mut check, context, &found, mirror);
+    let (rule, follows) = rule_of(
+        &mut check,
+        &mut request,
+        &found,
+        mirror,
+        &key_columns,
+        context,
+    );
+    let active = active_of(&mut check, &mut request, &key_columns, &partition, &rule);
+    let replica_owned = replica_owned_of(
+        &mut check,
+        &request,
+        mirror,
+        &key_columns,
+        &partition,
+        &rule,
+    );
+    let unmirrored = unmirrored_of(
+        &mut check,
+        &request,
+        &found,
+        mirror,
+        &Taken {
+            key_columns: &key_columns,
+            desired: &desired,
+            replica_owned: &replica_owned,
+            partition: &partition,
+            rule: &rule,
+        },
+    );
+
+    let travelling: Vec<&Column> = shape
+        .iter()
+        .filter(|c| !unmirrored.contains(&c.name))
+        .collect();
+    let problems = check.problems;
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Resolved {
+        table: Declared {
+            name,
+            relation: found.qualified.clone(),
+            mirror,
+            rule,
+            key_columns,
+            key_types,
+            columns: travelling.iter().map(|c| c.name.clone()).collect(),
+            column_types: travelling.iter().map(|c| c.sql_type.clone()).collect(),
+            references: Vec::new(),
+            partition,
+            origin: request.origin.clone(),
+            version: request.version.clone(),
+            created: request.created.clone(),
+            desired,
+            apply,
+            replica_owned,
+            unmirrored,
+            active,
+            install: request.install,
+            indexes: request.indexes,
+            position: 0,
+            wishes_of: Vec::new(),
+        },
+        found,
+        shape,
+        request,
+        follows,
+    })
+}
+
+/// The table a request names, which must be a table.
+fn table_of(request: &Request) -> Result<Relation, Vec<Problem>> {
     let Some(found) = system_catalog::find_relation(&request.relation) else {
         return Err(vec![problem(
             format!("magic_sync: the table {} does not exist", request.relation),
@@ -272,25 +367,24 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             "Declare the table itself; a view of the rows that travel for their own sake is active => '...'.",
         )]);
     }
-    let Some(mirror) = Mirror::from_name(&request.mirror) else {
-        return Err(vec![problem(
+    Ok(found)
+}
+
+/// Which way the table's rows travel.
+fn mirror_of(request: &Request) -> Result<Mirror, Vec<Problem>> {
+    Mirror::from_name(&request.mirror).ok_or_else(|| {
+        vec![problem(
             format!(
                 "magic_sync: mirror => '{}' is none of catalog, record, both, setting",
                 request.mirror
             ),
             "mirror says which way a table's rows travel.",
-        )]);
-    };
-    let shape = system_catalog::columns_of(found.oid);
-    let mut check = Checker {
-        shown: found.shown.clone(),
-        columns: &shape,
-        problems: Vec::new(),
-    };
-    let mut request = request.clone();
-    request.relation = found.qualified.clone();
+        )]
+    })
+}
 
-    // Options the mirror does not take.
+/// Options given that the mirror does not take.
+fn check_options_the_mirror_takes(check: &mut Checker, request: &Request, mirror: Mirror) {
     let given = [
         (
             "sync",
@@ -314,9 +408,11 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             );
         }
     }
+}
 
-    let key_columns = key_of(&mut check, &found, &request);
-    let key_types: Vec<KeyType> = key_columns
+/// The key's types: uuid and integer columns only.
+fn key_types_of(check: &mut Checker, found: &Relation, key_columns: &[String]) -> Vec<KeyType> {
+    key_columns
         .iter()
         .filter_map(|name| {
             let column = check.column(name)?.clone();
@@ -332,8 +428,11 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             }
             ty
         })
-        .collect();
+        .collect()
+}
 
+/// The name replicas know the table by, which must not be the engine's.
+fn name_of(check: &mut Checker, request: &Request, found: &Relation) -> String {
     let name = request.name.clone().unwrap_or_else(|| found.name.clone());
     if name.starts_with("sync_") {
         check.add(
@@ -341,8 +440,11 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             "Give the table another name with name => '...'.",
         );
     }
+    name
+}
 
-    // origin
+/// The origin: a uuid column, which a setting must have.
+fn check_origin(check: &mut Checker, request: &Request, mirror: Mirror) {
     if let Some(origin) = &request.origin {
         if let Some(column) = check.named("origin", origin) {
             if column.sql_type != "uuid" {
@@ -361,8 +463,11 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             "A setting belongs to a replica: name its column of replica ids with origin => '...'.",
         );
     }
+}
 
-    // version
+/// The version: an integer or an instant, of no other part; a setting's
+/// must be there.
+fn check_version(check: &mut Checker, request: &Request, mirror: Mirror, key_columns: &[String]) {
     if let Some(version) = &request.version {
         if let Some(column) = check.named("version", version) {
             if !is_version_type(&column.sql_type) {
@@ -375,7 +480,7 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                 );
             }
             let taken = [
-                ("a key column", key_columns.clone()),
+                ("a key column", key_columns.to_vec()),
                 ("the origin", request.origin.iter().cloned().collect()),
             ];
             check.not_among("version", version, &taken);
@@ -386,20 +491,30 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             "Name the column that orders a setting's versions with version => '...' (an integer or a timestamptz).",
         );
     }
+}
 
-    // created
+/// The created column, of no other part.
+fn check_created(check: &mut Checker, request: &Request, key_columns: &[String]) {
     if let Some(created) = &request.created {
         if check.named("created", created).is_some() {
             let taken = [
-                ("a key column", key_columns.clone()),
+                ("a key column", key_columns.to_vec()),
                 ("the version", request.version.iter().cloned().collect()),
                 ("the origin", request.origin.iter().cloned().collect()),
             ];
             check.not_among("created", created, &taken);
         }
     }
+}
 
-    // desired
+/// The desired columns: a setting has at least one, each named once and
+/// of no other part.
+fn desired_of(
+    check: &mut Checker,
+    request: &Request,
+    mirror: Mirror,
+    key_columns: &[String],
+) -> Vec<String> {
     let desired = request.desired.clone().unwrap_or_default();
     if mirror == Mirror::Setting && desired.is_empty() {
         check.add(
@@ -415,16 +530,19 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             );
         } else if check.named("desired", column).is_some() {
             let taken = [
-                ("a key column", key_columns.clone()),
+                ("a key column", key_columns.to_vec()),
                 ("the version", request.version.iter().cloned().collect()),
                 ("the origin", request.origin.iter().cloned().collect()),
             ];
             check.not_among("desired", column, &taken);
         }
     }
+    desired
+}
 
-    // apply
-    let apply = match (&request.apply, mirror) {
+/// How a setting takes a wish: always, unless if_unchanged is given.
+fn apply_of(check: &mut Checker, request: &Request, mirror: Mirror) -> Option<Apply> {
+    match (&request.apply, mirror) {
         (Some(text), _) => match Apply::from_name(text) {
             Some(apply) => Some(apply),
             None => {
@@ -437,11 +555,19 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
         },
         (None, Mirror::Setting) => Some(Apply::Always),
         (None, _) => None,
-    };
+    }
+}
 
-    // The partition column.
+/// The partition column, which every table that goes down carries, of the
+/// replicas' type.
+fn partition_of(
+    check: &mut Checker,
+    context: &Context,
+    found: &Relation,
+    mirror: Mirror,
+) -> Option<String> {
     let partition_column = context.replicas.as_ref().and_then(|r| r.partition.clone());
-    let partition = partition_column.as_ref().and_then(|column| {
+    partition_column.as_ref().and_then(|column| {
         match (check.column(column).cloned(), mirror.goes_down()) {
             (Some(found_column), true) => {
                 if let Some(expected) = &context.partition_type {
@@ -470,9 +596,19 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             (Some(_), false) => Some(column.clone()),
             (None, false) => None,
         }
-    });
+    })
+}
 
-    // The rule.
+/// The rule, read and checked against the table; with a follows rule, its
+/// columns, whose reference `resolve_all` finds.
+fn rule_of(
+    check: &mut Checker,
+    request: &mut Request,
+    found: &Relation,
+    mirror: Mirror,
+    key_columns: &[String],
+    context: &Context,
+) -> (Rule, Option<Vec<String>>) {
     let rule_text = match &request.sync {
         None => RuleText::None,
         Some(text) => match rule_text::parse(text) {
@@ -523,9 +659,9 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                 assigned,
                 replica,
             } => match groups(
-                &mut check,
-                &found,
-                &key_columns,
+                check,
+                found,
+                key_columns,
                 context,
                 members,
                 assigned,
@@ -546,9 +682,19 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             },
         }
     };
+    (rule, follows)
+}
 
-    // active
-    let active = request.active.clone().and_then(|given| {
+/// The active view: a relation with the table's key, and with the columns
+/// the planner reads from it (the partition, the assigned replica).
+fn active_of(
+    check: &mut Checker,
+    request: &mut Request,
+    key_columns: &[String],
+    partition: &Option<String>,
+    rule: &Rule,
+) -> Option<String> {
+    request.active.clone().and_then(|given| {
         let option = format!("active => '{given}'");
         match system_catalog::find_relation(&given) {
             None => {
@@ -560,7 +706,7 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             }
             Some(view) => {
                 let view_columns = system_catalog::columns_of(view.oid);
-                for key in &key_columns {
+                for key in key_columns {
                     let ours = check.column(key).map(|c| c.sql_type.clone());
                     match view_columns.iter().find(|c| &c.name == key) {
                         None => check.add(
@@ -582,7 +728,7 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                 // The planner reads a row's partition and the replica it is
                 // assigned to from the view too: without them, every pass
                 // would fail.
-                let assigned = match &rule {
+                let assigned = match rule {
                     Rule::Assigned { column } => Some(column),
                     _ => None,
                 };
@@ -598,9 +744,19 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
                 Some(view.qualified)
             }
         }
-    });
+    })
+}
 
-    // replica_owned
+/// The columns replicas own of a table written on both sides: required
+/// there, each of no other part.
+fn replica_owned_of(
+    check: &mut Checker,
+    request: &Request,
+    mirror: Mirror,
+    key_columns: &[String],
+    partition: &Option<String>,
+    rule: &Rule,
+) -> Vec<String> {
     let replica_owned = request.replica_owned.clone().unwrap_or_default();
     if mirror == Mirror::Both && replica_owned.is_empty() {
         check.add(
@@ -608,15 +764,11 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             "Name them with replica_owned => '{...}': they go up, the rest come down.",
         );
     }
-    let rule_columns: Vec<String> = match &rule {
-        Rule::Assigned { column } => vec![column.clone()],
-        Rule::Follows { columns, .. } => columns.clone(),
-        _ => Vec::new(),
-    };
+    let rule_columns = rule_columns(rule);
     for column in &replica_owned {
         if check.named("replica_owned", column).is_some() {
             let taken = [
-                ("a key column", key_columns.clone()),
+                ("a key column", key_columns.to_vec()),
                 ("the origin", request.origin.iter().cloned().collect()),
                 ("the partition column", partition.iter().cloned().collect()),
                 ("the rule's column", rule_columns.clone()),
@@ -624,22 +776,46 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             check.not_among("replica_owned", column, &taken);
         }
     }
+    replica_owned
+}
 
-    // unmirrored
+/// What other parts of a declaration hold, which an unmirrored column may
+/// not be.
+struct Taken<'a> {
+    key_columns: &'a [String],
+    desired: &'a [String],
+    replica_owned: &'a [String],
+    partition: &'a Option<String>,
+    rule: &'a Rule,
+}
+
+/// The columns that do not travel: of no other part, and, in a table that
+/// goes up, never NOT NULL without a default.
+fn unmirrored_of(
+    check: &mut Checker,
+    request: &Request,
+    found: &Relation,
+    mirror: Mirror,
+    taken: &Taken,
+) -> Vec<String> {
     let unmirrored = request.unmirrored.clone().unwrap_or_default();
+    let rule_columns = rule_columns(taken.rule);
     for column in &unmirrored {
         if let Some(c) = check.named("unmirrored", column) {
             let taken = [
-                ("a key column", key_columns.clone()),
+                ("a key column", taken.key_columns.to_vec()),
                 ("the origin", request.origin.iter().cloned().collect()),
                 ("the version", request.version.iter().cloned().collect()),
                 (
                     "the created column",
                     request.created.iter().cloned().collect(),
                 ),
-                ("a desired column", desired.clone()),
-                ("a replica-owned column", replica_owned.clone()),
-                ("the partition column", partition.iter().cloned().collect()),
+                ("a desired column", taken.desired.to_vec()),
+                ("a replica-owned column", taken.replica_owned.to_vec()),
+                (
+                    "the partition column",
+                    taken.partition.iter().cloned().collect(),
+                ),
                 ("the rule's column", rule_columns.clone()),
             ];
             check.not_among("unmirrored", column, &taken);
@@ -651,45 +827,16 @@ pub fn resolve_one(request: &Request, context: &Context) -> Result<Resolved, Vec
             }
         }
     }
+    unmirrored
+}
 
-    let travelling: Vec<&Column> = shape
-        .iter()
-        .filter(|c| !unmirrored.contains(&c.name))
-        .collect();
-    let problems = check.problems;
-    if !problems.is_empty() {
-        return Err(problems);
+/// The columns a rule reads of the table.
+fn rule_columns(rule: &Rule) -> Vec<String> {
+    match rule {
+        Rule::Assigned { column } => vec![column.clone()],
+        Rule::Follows { columns, .. } => columns.clone(),
+        _ => Vec::new(),
     }
-    Ok(Resolved {
-        table: Declared {
-            name,
-            relation: found.qualified.clone(),
-            mirror,
-            rule,
-            key_columns,
-            key_types,
-            columns: travelling.iter().map(|c| c.name.clone()).collect(),
-            column_types: travelling.iter().map(|c| c.sql_type.clone()).collect(),
-            references: Vec::new(),
-            partition,
-            origin: request.origin.clone(),
-            version: request.version.clone(),
-            created: request.created.clone(),
-            desired,
-            apply,
-            replica_owned,
-            unmirrored,
-            active,
-            install: request.install,
-            indexes: request.indexes,
-            position: 0,
-            wishes_of: Vec::new(),
-        },
-        found,
-        shape,
-        request,
-        follows,
-    })
 }
 
 /// The table's key: its primary key, in the order `key =>` gives when it

@@ -13,6 +13,8 @@
 //! folded); relation names as SQL reads them. Pure Rust: tested without a
 //! backend.
 
+use crate::error::Error;
+
 /// A sync rule as written, before it is resolved against the tables.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RuleText {
@@ -55,22 +57,25 @@ fn call(text: &str) -> Option<(&str, &str)> {
 }
 
 /// A column name: bare, or in double quotes.
-fn column(text: &str) -> Result<String, String> {
+fn column(text: &str) -> Result<String, Error> {
     let text = text.trim();
     if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
         if inner.is_empty() {
-            return Err("an empty column name".to_owned());
+            return Err(Error::bad_input("an empty column name", ""));
         }
         return Ok(inner.replace("\"\"", "\""));
     }
     if text.is_empty() || text.contains(['"', '(', ')', ',', ' ']) {
-        return Err(format!("'{text}' is not a column name"));
+        return Err(Error::bad_input(
+            format!("'{text}' is not a column name"),
+            "",
+        ));
     }
     Ok(text.to_owned())
 }
 
 /// A relation, optionally followed by `(column)`.
-fn relation_and_column(text: &str) -> Result<(String, Option<String>), String> {
+fn relation_and_column(text: &str) -> Result<(String, Option<String>), Error> {
     let text = text.trim();
     // The column's parentheses come last, outside any quotes.
     if text.ends_with(')') {
@@ -87,19 +92,19 @@ fn relation_and_column(text: &str) -> Result<(String, Option<String>), String> {
             let relation = text[..open].trim();
             let inner = &text[open + 1..text.len() - 1];
             if relation.is_empty() {
-                return Err(format!("'{text}' names no relation"));
+                return Err(Error::bad_input(format!("'{text}' names no relation"), ""));
             }
             return Ok((relation.to_owned(), Some(column(inner)?)));
         }
     }
     if text.is_empty() {
-        return Err("a relation is missing".to_owned());
+        return Err(Error::bad_input("a relation is missing", ""));
     }
     Ok((text.to_owned(), None))
 }
 
 /// Reads a rule; the error says what is wrong with it.
-pub fn parse(text: &str) -> Result<RuleText, String> {
+pub fn parse(text: &str) -> Result<RuleText, Error> {
     let text = text.trim();
     match text {
         "broadcast" => return Ok(RuleText::Broadcast),
@@ -107,16 +112,17 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
         _ => {}
     }
     let Some((name, inside)) = call(text) else {
-        return Err(
-            "it is none of broadcast, none, assigned(...), follows(...), grouped(...)".to_owned(),
-        );
+        return Err(Error::bad_input(
+            "it is none of broadcast, none, assigned(...), follows(...), grouped(...)",
+            "",
+        ));
     };
     match name {
         "assigned" => {
             let parts = split_top(inside);
             match parts.as_slice() {
                 [one] => Ok(RuleText::Assigned(column(one)?)),
-                _ => Err("assigned(...) names one column".to_owned()),
+                _ => Err(Error::bad_input("assigned(...) names one column", "")),
             }
         }
         "follows" => {
@@ -132,7 +138,12 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
                 let (key, value) = part
                     .split_once("=>")
                     .or_else(|| part.split_once('='))
-                    .ok_or_else(|| format!("'{part}' is not members => ... or assigned => ..."))?;
+                    .ok_or_else(|| {
+                        Error::bad_input(
+                            format!("'{part}' is not members => ... or assigned => ..."),
+                            "",
+                        )
+                    })?;
                 match key.trim() {
                     "members" => members = Some(relation_and_column(value)?.0),
                     "assigned" => {
@@ -141,8 +152,9 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
                         replica = column;
                     }
                     other => {
-                        return Err(format!(
-                            "grouped(...) takes members and assigned, not {other}"
+                        return Err(Error::bad_input(
+                            format!("grouped(...) takes members and assigned, not {other}"),
+                            "",
                         ))
                     }
                 }
@@ -153,11 +165,15 @@ pub fn parse(text: &str) -> Result<RuleText, String> {
                     assigned,
                     replica,
                 }),
-                _ => Err("grouped(...) needs both members => ... and assigned => ...".to_owned()),
+                _ => Err(Error::bad_input(
+                    "grouped(...) needs both members => ... and assigned => ...",
+                    "",
+                )),
             }
         }
-        other => Err(format!(
-            "{other}(...) is none of assigned, follows, grouped"
+        other => Err(Error::bad_input(
+            format!("{other}(...) is none of assigned, follows, grouped"),
+            "",
         )),
     }
 }
@@ -269,13 +285,24 @@ mod tests {
     fn what_is_no_rule_says_why() {
         assert!(parse("everywhere")
             .unwrap_err()
+            .to_string()
             .contains("none of broadcast"));
-        assert!(parse("assigned(a, b)").unwrap_err().contains("one column"));
-        assert!(parse("grouped(members => m)").unwrap_err().contains("both"));
+        assert!(parse("assigned(a, b)")
+            .unwrap_err()
+            .to_string()
+            .contains("one column"));
+        assert!(parse("grouped(members => m)")
+            .unwrap_err()
+            .to_string()
+            .contains("both"));
         assert!(parse("grouped(groups => g, assigned => a)")
             .unwrap_err()
+            .to_string()
             .contains("not groups"));
-        assert!(parse("sent(x)").unwrap_err().contains("sent(...)"));
+        assert!(parse("sent(x)")
+            .unwrap_err()
+            .to_string()
+            .contains("sent(...)"));
         assert!(parse("assigned()").is_err());
     }
 }

@@ -12,6 +12,7 @@
 //! such a span ends where the span began instead, and the span goes on in
 //! the next.
 
+use crate::error::Error;
 use std::collections::{BTreeMap, BTreeSet};
 
 use prost::encoding::encoded_len_varint;
@@ -51,15 +52,6 @@ impl Op {
             Op::Recorded => "r",
         }
     }
-}
-
-/// A row too large for any message, even alone.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the row {key} of {table} takes {bytes} bytes, more than a message carries")]
-pub struct TooLarge {
-    pub table: String,
-    pub key: String,
-    pub bytes: usize,
 }
 
 /// A body that is complete: its parts, and how many rows it holds (the
@@ -164,10 +156,10 @@ impl Packer {
         op: Op,
         key: String,
         bytes: Option<Vec<u8>>,
-    ) -> Result<Vec<Full>, TooLarge> {
+    ) -> Result<Vec<Full>, Error> {
         let alone = framed(framed(table.len()) + row_len(&key, bytes.as_deref()));
         if alone > self.body_budget() {
-            return Err(TooLarge {
+            return Err(Error::RowTooLarge {
                 table: table.to_owned(),
                 key,
                 bytes: alone,
@@ -469,7 +461,7 @@ mod tests {
         let mut p = Packer::new(limits(500, 1024));
         upsert(&mut p, "t", "1", 10);
         let refused = p.push("t", Op::Upsert, "2".into(), Some(vec![0; 2000]));
-        assert!(matches!(refused, Err(TooLarge { .. })));
+        assert!(matches!(refused, Err(Error::RowTooLarge { .. })));
         upsert(&mut p, "t", "3", 10);
         let body = p.finish().unwrap();
         assert_eq!(body[0].keys, vec!["1", "3"]);

@@ -6,6 +6,8 @@ use std::fmt::Write;
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
+// SAFETY: the declaration is the one PostgreSQL 15's utils/datum.h makes
+// (Datum, Datum, bool, int) -> bool, which the library links against.
 unsafe extern "C-unwind" {
     /// utils/datum.h: whether two values of a type are the same bytes.
     /// It raises only for a NULL pointer of a type passed by reference, or

@@ -35,6 +35,5 @@ mod call;
 mod sink;
 mod row;
 mod group;
-pub mod wake;
 
 pub use arguments::{GroupNoting, RowNoting};

@@ -9,6 +9,8 @@ use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::error::Error;
 
+// SAFETY: the declaration is the one PostgreSQL 15's commands/sequence.h
+// makes (Oid, bool) -> int64, which the library links against.
 unsafe extern "C-unwind" {
     /// commands/sequence.h: `nextval`, without a permission check: a
     /// writer needs no grant on the engine's tables to have its change noted.
@@ -69,7 +71,7 @@ impl Sink {
             }
         }
         // The relay has work once this transaction commits.
-        super::wake::noted();
+        crate::wake::noted();
     }
 
     /// Forms the row and inserts it with its index entries, as catalog rows

@@ -9,12 +9,7 @@ use crate::error::Error;
 use crate::message::envelope::{self, Kind};
 use crate::settings;
 use crate::spi::{self, from_pg, to_pg};
-
-const DUE: &str = "SELECT * FROM sync_internal.outbox_due($1, $2, $3)";
-const SENT: &str = "SELECT sync_internal.sent($1, $2)";
-const FAILED: &str = "SELECT sync_internal.send_failed($1, $2, $3, $4, $5)";
-const NEXT_SEND_AT: &str =
-    "SELECT extract(epoch FROM sync_internal.next_send_at() - now())::float8";
+use crate::statements::publish::outbox::{DUE, FAILED, NEXT_SEND_AT, SENT};
 
 /// Messages of one replica read at most per round: the rest go next round.
 const MESSAGES_PER_REPLICA: i32 = 64;
@@ -49,9 +44,15 @@ pub struct Outcome {
 
 pub struct SendFailure {
     pub message: String,
+    /// What the transport said (`Error::Transport`).
+    pub error: Error,
+}
+
+impl SendFailure {
     /// The transport will never take it (not the network).
-    pub for_good: bool,
-    pub error: String,
+    pub fn for_good(&self) -> bool {
+        !self.error.is_transient()
+    }
 }
 
 /// What is due to go, for up to `replicas` replicas not waiting out a backoff.
@@ -118,8 +119,8 @@ pub fn record(outcomes: &[Outcome]) -> usize {
                 &[
                     to_pg(*replica).into(),
                     failure.message.as_str().into(),
-                    failure.for_good.into(),
-                    failure.error.as_str().into(),
+                    failure.for_good().into(),
+                    failure.error.to_string().into(),
                     retry_every.into(),
                 ],
             )

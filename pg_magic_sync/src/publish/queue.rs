@@ -8,11 +8,7 @@
 use crate::error::Error;
 use crate::message::envelope::{self, Kind};
 use crate::spi;
-
-const HEAD_OF_QUEUE: &str = "\
-    SELECT o.id, o.kind, o.head, b.bytes FROM sync.outbox o \
-    LEFT JOIN sync.bodies b ON b.id = o.body \
-    WHERE o.replica = $1 ORDER BY o.position LIMIT 1";
+use crate::statements::publish::queue::{ACK, HEAD_OF_QUEUE};
 
 /// The replica's next message and its id, or None when none waits. It
 /// stays at the head of the queue until acknowledged.
@@ -30,10 +26,6 @@ pub fn next(replica: pgrx::Uuid) -> Option<(String, Vec<u8>)> {
         })
     })
 }
-
-const ACK: &str = "\
-    WITH taken AS (DELETE FROM sync.outbox WHERE replica = $1 AND id = $2 RETURNING 1) \
-    SELECT count(*) > 0 FROM taken";
 
 /// The replica applied the message `id` and committed it. Answers whether
 /// that took a message out of its queue.

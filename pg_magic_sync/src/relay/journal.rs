@@ -10,11 +10,7 @@ use std::collections::BTreeSet;
 use crate::catalog::{Declared, Mirror, Rule};
 use crate::relay::scratch;
 use crate::spi::{self, to_pg};
-
-/// The stand-ins are replicas of the pass, planned the journaled tables.
-const STAND_INS: &str = "\
-    INSERT INTO sync_pass_replicas (id, provision, partition) \
-    SELECT id, provision, partition FROM sync.stand_ins";
+use crate::statements::relay::journal::STAND_INS;
 
 /// The tables a stand-in journals: broadcast, going down only, pointing at
 /// nothing and pointed at by nothing. Worked out once a pass.

@@ -3,8 +3,9 @@
 //! one cohort is sent is encoded as that cohort's messages are packed: it is
 //! read once all the same.
 
-use crate::catalog::table_sql::{key_matches, key_of, quote_literal, row_bytes};
+use crate::catalog::table_sql::{key_matches, key_of, quote_literal};
 use crate::catalog::Declared;
+use crate::message::row::sql::row_bytes;
 use crate::relay::scratch;
 use crate::spi;
 

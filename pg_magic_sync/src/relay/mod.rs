@@ -6,14 +6,11 @@
 //! steps, in that order.
 
 pub mod scratch;
-pub mod gate;
-pub mod epochs;
 pub mod observe;
 pub mod journal;
 pub mod plan;
 pub mod cohorts;
 pub mod load;
-pub mod encode;
 pub mod record;
 pub mod steps;
 
@@ -21,28 +18,13 @@ use serde_json::json;
 
 use crate::catalog::{self, Declarations};
 use crate::declare::drift;
+use crate::epochs;
 use crate::relay::steps::Steps;
 use crate::settings;
 use crate::spi::{self, to_pg};
-
-/// The notes planned are done with: what they asked for is recorded.
-const DELETE_PLANNED_NOTES: &str = "\
-    DELETE FROM sync.notes n USING sync_pass_notes p WHERE n.ctid = p.at; \
-    DELETE FROM sync.group_notes n USING sync_pass_group_notes p WHERE n.id = p.id";
-
-/// Bodies no message carries any more.
-const DROP_UNCARRIED_BODIES: &str = "\
-    DELETE FROM sync.bodies b WHERE NOT EXISTS (SELECT 1 FROM sync.outbox o WHERE o.body = b.id)";
-
-/// A live replica whose chain is in another epoch than the current one
-/// cannot follow anything sent in it: it begins again with a snapshot.
-const PROVISION_OTHER_EPOCHS: &str = "\
-    UPDATE sync.replicas SET provision = true \
-    WHERE live AND NOT provision AND epoch IS DISTINCT FROM $1";
-
-const PASS_SETTINGS: &str = "\
-    SELECT set_config('jit', 'off', true), set_config('default_statistics_target', '10', true), \
-           set_config('synchronous_commit', 'on', true)";
+use crate::statements::relay::{
+    DELETE_PLANNED_NOTES, DROP_UNCARRIED_BODIES, PASS_SETTINGS, PROVISION_OTHER_EPOCHS,
+};
 
 const REDECLARED: &str =
     "magic_sync: the declarations changed since the last pass: every live replica is provisioned again";

@@ -7,6 +7,7 @@
 use crate::catalog::table_sql::quote_ident;
 use crate::catalog::Replicas;
 use crate::spi;
+use crate::statements::relay::observe::{BECOME_LIVE, DROP_SUPERSEDED, FORGET};
 
 /// How many replicas came and went.
 #[derive(Debug, Default)]
@@ -14,35 +15,6 @@ pub struct Observed {
     pub became_live: i64,
     pub forgotten: i64,
 }
-
-/// A replica that became live, or moved to another partition, is
-/// provisioned from scratch.
-const BECOME_LIVE: &str = "\
-    WITH back AS ( \
-        INSERT INTO sync.replicas AS s (id, live, provision, partition) \
-        SELECT id, true, true, partition FROM sync_pass_live \
-        ON CONFLICT (id) DO UPDATE SET live = true, provision = true, \
-            partition = excluded.partition, seen_at = now() \
-        WHERE NOT s.live OR s.partition IS DISTINCT FROM excluded.partition RETURNING 1) \
-    SELECT count(*) FROM back";
-
-const FORGET: &str = "\
-    WITH gone AS ( \
-        UPDATE sync.replicas s SET live = false, provision = false, epoch = NULL, \
-            last_sequence = 0, last_nonce = 0, snapshot_id = NULL, snapshot_sequence = NULL \
-        WHERE s.live AND NOT EXISTS (SELECT 1 FROM sync_pass_live l WHERE l.id = s.id) \
-        RETURNING s.id), \
-    unheld AS (DELETE FROM sync.held_recorded h USING gone WHERE h.replica = gone.id), \
-    unfollowed AS (DELETE FROM sync.followers f USING gone WHERE f.replica = gone.id), \
-    unmapped AS (DELETE FROM sync.follower_messages m USING gone WHERE m.replica = gone.id), \
-    unsent AS (DELETE FROM sync.outbox o USING gone WHERE o.replica = gone.id) \
-    SELECT count(*) FROM gone";
-
-/// What a replica being provisioned was owed before is dropped: the
-/// snapshot carries it.
-const DROP_SUPERSEDED: &str = "\
-    DELETE FROM sync.outbox o USING sync.replicas s \
-    WHERE s.live AND s.provision AND o.replica = s.id AND o.kind <> 'filed'";
 
 /// The live replicas and their partitions, into `sync_pass_live`: none
 /// until they are declared.

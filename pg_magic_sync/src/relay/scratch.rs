@@ -195,18 +195,32 @@ mod tests {
     use super::TABLES;
     use crate::temp_tables::scratch_names;
 
-    /// The relay's sources, as the crate is built from them.
+    /// The relay's sources, as the crate is built from them, and its fixed
+    /// statements.
     const SOURCES: &[&str] = &[
         include_str!("mod.rs"),
         include_str!("observe.rs"),
         include_str!("plan/mod.rs"),
         include_str!("plan/snapshot.rs"),
         include_str!("plan/incremental.rs"),
-        include_str!("plan/reach.rs"),
+        include_str!("../catalog/reach.rs"),
         include_str!("cohorts.rs"),
         include_str!("journal.rs"),
         include_str!("load.rs"),
-        include_str!("record.rs"),
+        include_str!("record/mod.rs"),
+        include_str!("record/members.rs"),
+        include_str!("record/packing.rs"),
+        include_str!("record/rows.rs"),
+        include_str!("record/writer.rs"),
+        include_str!("record/written.rs"),
+        include_str!("../../../sql/statements/relay.sql"),
+        include_str!("../../../sql/statements/relay/cohorts.sql"),
+        include_str!("../../../sql/statements/relay/journal.sql"),
+        include_str!("../../../sql/statements/relay/observe.sql"),
+        include_str!("../../../sql/statements/relay/plan.sql"),
+        include_str!("../../../sql/statements/relay/plan/incremental.sql"),
+        include_str!("../../../sql/statements/relay/plan/snapshot.sql"),
+        include_str!("../../../sql/statements/relay/record.sql"),
     ];
 
     #[test]

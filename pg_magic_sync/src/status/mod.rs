@@ -24,22 +24,12 @@ use serde_json::Value;
 use crate::catalog::{declared_tables, Declared};
 use crate::error::Error;
 use crate::spi;
+use crate::statements::status::SCOPE_IDS;
+pub use crate::statements::status::{NOW, SCOPE};
 
 /// The version of these reads' JSON: a field renamed or a meaning changed
 /// raises it.
 pub const CONTRACT: i32 = 1;
-
-/// The scope's live replicas, as should.rs's `scope` takes them: the scope
-/// is the statement's first argument.
-pub const SCOPE: &str = "SELECT id, partition FROM sync_internal.scope_replicas($1)";
-
-/// The server's time, as every answer gives it.
-pub const NOW: &str = "SELECT to_jsonb(now())";
-
-/// The ids of a scope's live replicas; a scope of the wrong shape is
-/// refused as `scope_replicas` refuses it.
-const SCOPE_IDS: &str =
-    "SELECT coalesce(array_agg(id), '{}') FROM sync_internal.scope_replicas($1)";
 
 /// The ids of the live replicas of `scope`, read in the statement's
 /// snapshot, as the reads that follow.

@@ -17,29 +17,7 @@ use super::rounds::{self, table_at, Down, Row, Seen};
 use super::row_state::{row_state, Held, RowState};
 use super::{answer, scope_ids, tables, CONTRACT, NOW};
 use crate::spi;
-
-/// The newest pending note of each row that has one: a replica holding an
-/// older version holds it outdated.
-const NEWEST_NOTES: &str = "\
-    SELECT n.table_name, n.key, max(n.id) FROM sync.notes n GROUP BY n.table_name, n.key";
-
-/// The replica `$1` as the answer names it, and whether its snapshot is
-/// still on its way (it is to be provisioned, or was and has not confirmed
-/// the snapshot's message).
-const REPLICA: &str = "\
-    SELECT to_jsonb(r.id), to_jsonb(r.partition), \
-           r.provision OR (r.snapshot_sequence IS NOT NULL AND NOT sync_internal.confirmed( \
-               r.snapshot_sequence, r.epoch, r.applied_epoch, r.applied_sequence)) \
-    FROM sync.replicas r WHERE r.id = $1";
-
-/// Every row the replica `$1` holds, with whether it confirmed the message
-/// that carried it and the one that takes it back (`Held`'s fields; not
-/// confirmed where `confirmed` cannot tell).
-const HELD: &str = "\
-    SELECT h.table_name, h.key, h.note, h.refused IS NOT NULL, h.leaving IS NOT NULL, \
-           coalesce(sync_internal.confirmed(h.sent, r.epoch, r.applied_epoch, r.applied_sequence), false), \
-           coalesce(sync_internal.confirmed(h.leaving, r.epoch, r.applied_epoch, r.applied_sequence), false) \
-    FROM sync.held h JOIN sync.replicas r ON r.id = h.replica WHERE h.replica = $1";
+use crate::statements::status::progress::{HELD, NEWEST_NOTES, REPLICA};
 
 /// One replica's figures for one table.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

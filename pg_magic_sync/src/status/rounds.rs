@@ -18,12 +18,13 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use pgrx::datum::DatumWithOid;
 
+use crate::catalog::reach::{row_is, rule_rows_with};
 use crate::catalog::table_sql::{key_is, key_of, key_text_of, quote_literal};
 use crate::catalog::Declared;
-use crate::relay::plan::reach::{row_is, rule_rows_with};
 use crate::spi;
 
 use super::should;
+use crate::statements::status::rounds::ONE_REPLICA;
 
 /// A row by its table (its place in `Down`) and key text.
 pub type Row = (usize, String);
@@ -64,10 +65,6 @@ struct Fetched {
     row: Row,
     parents: Option<Vec<Option<String>>>,
 }
-
-/// The relation of the one replica `$1`, as `rule_rows` takes its targets.
-const ONE_REPLICA: &str =
-    "WITH scope AS MATERIALIZED (SELECT r.id, r.partition FROM sync.replicas r WHERE r.id = $1) ";
 
 /// The columns every read of rows answers, in `Fetched`'s order.
 const FETCHED: &str = "AS x(table_name, key, parents)";

@@ -9,21 +9,7 @@ use serde_json::Value;
 use super::{key_of, states_sql, table_going_down, tables, CONTRACT, SCOPE};
 use crate::error::Error;
 use crate::spi;
-
-/// The row's place on each replica it concerns, and how many of the scope's
-/// replicas it does not concern (neither held, nor reached by their rules).
-const ROW_PROGRESS: &str = "\
-    SELECT jsonb_build_object('contract', $4::integer, 'now', now(), \
-        'table', $2::text, 'key', $3::text, \
-        'places', coalesce((SELECT jsonb_agg(jsonb_build_object( \
-            'replica', s.replica, 'state', s.state, \
-            'note', s.note, 'newest_note', s.newest, 'sent', s.sent, \
-            'confirmed', coalesce(s.confirmed, false), \
-            'leaving', s.leaving, 'refused', s.refused) ORDER BY s.replica) \
-            FROM states s WHERE s.state IS NOT NULL), '[]'::jsonb), \
-        'unconcerned', (SELECT count(*) FROM replicas r WHERE NOT EXISTS ( \
-            SELECT 1 FROM states s WHERE s.replica = r.id AND s.state IS NOT NULL))) \
-    ";
+use crate::statements::status::row_progress::ROW_PROGRESS;
 
 /// The row `key` of `table_name` on every live replica of `scope`, as the
 /// jsonb datum the query built: with a place per replica it is large, and

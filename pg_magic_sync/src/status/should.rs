@@ -31,18 +31,9 @@
 //!   reaching 200 replicas costs one read, not 200;
 //! - `reach`, as above, of that one row only.
 
+use crate::catalog::reach::{children, parents, rule_rows_of};
 use crate::catalog::Declared;
-use crate::relay::plan::reach::{children, parents, rule_rows_of};
-
-/// A relation of no rows `(replica, table_name, key)`, for a union of none.
-const NO_ROWS: &str = "SELECT NULL::uuid, NULL::text, NULL::text WHERE false";
-
-/// Keys and names compare byte for byte, as sync.held's and sync.notes's
-/// columns do: every key that reaches a comparison is brought to "C", so no
-/// two collations meet.
-const BLOCKED_SEEDS: &str = "\
-    SELECT q.table_name COLLATE \"C\", q.key COLLATE \"C\", \
-           q.table_name COLLATE \"C\", q.key COLLATE \"C\" FROM sync.quarantine q";
+use crate::statements::status::should::{BLOCKED_SEEDS, NO_ROWS};
 
 /// Whether the row `alias` is blocked.
 fn is_blocked(alias: &str) -> String {

@@ -11,7 +11,7 @@ mod tests {
 
     use magic_sync_proto::wire::{Digest, Rejection, Up, UpTable};
 
-    use crate::message::seal::{self, Sealed};
+    use crate::seal::{self, Sealed};
 
     const SHOP: &str = "
         CREATE SCHEMA shop;

@@ -16,7 +16,7 @@ mod tests {
 
     use magic_sync_proto::wire::{to_replica::Body, ToReplica};
 
-    use crate::message::seal::{self, Sealed};
+    use crate::seal::{self, Sealed};
 
     const SHOP: &str = "
         CREATE SCHEMA shop;
@@ -338,8 +338,8 @@ mod tests {
         let differing = count(&format!(
             "SELECT count(*) FROM odd.things t \
              WHERE {} IS DISTINCT FROM convert_to(({})::text, 'UTF8')",
-            crate::catalog::table_sql::row_bytes(&table, "t"),
-            crate::catalog::table_sql::row_json(&table, "t"),
+            crate::message::row::sql::row_bytes(&table, "t"),
+            crate::message::row::sql::row_json(&table, "t"),
         ));
         assert_eq!(differing, 0);
         assert_eq!(count("SELECT count(*) FROM odd.things"), 3);

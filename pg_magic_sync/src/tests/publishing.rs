@@ -8,6 +8,7 @@
 mod tests {
     use pgrx::prelude::*;
 
+    use crate::error::Error;
     use crate::publish::outbox::{self, Outcome, SendFailure};
 
     const A: &str = "00000000-0000-0000-0000-00000000000a";
@@ -45,8 +46,11 @@ mod tests {
             taken: Vec::new(),
             failed: Some(SendFailure {
                 message: message.to_owned(),
-                for_good,
-                error: "told no".to_owned(),
+                error: Error::Transport {
+                    transient: !for_good,
+                    stream_missing: false,
+                    what: "told no".to_owned(),
+                },
             }),
         }])
     }

@@ -12,8 +12,9 @@ mod tests {
     use magic_sync_proto::digest::{fingerprint, wish_line};
     use magic_sync_proto::wire::{Digest, Up, Wish};
 
-    use crate::catalog::{self, table_sql, wishes};
-    use crate::message::seal::{self, Sealed};
+    use crate::catalog::{self, wishes};
+    use crate::message::row::{sql, Travel};
+    use crate::seal::{self, Sealed};
 
     const SHOP: &str = "
         CREATE SCHEMA shop;
@@ -53,10 +54,13 @@ mod tests {
     /// The wish as a pass would send it: the Wish message, decoded.
     fn as_sent() -> Wish {
         let tables = wishes::with_wishes(catalog::declared_tables());
-        let table = tables.iter().find(|t| wishes::is_wishes(t)).unwrap();
+        let table = tables
+            .iter()
+            .find(|t| Travel::of(t) == Travel::AsWish)
+            .unwrap();
         let bytes = Spi::get_one::<Vec<u8>>(&format!(
             "SELECT {} FROM sync.sync_wishes AS t",
-            table_sql::row_bytes(table, "t")
+            sql::row_bytes(table, "t")
         ))
         .unwrap()
         .unwrap();

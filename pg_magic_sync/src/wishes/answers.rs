@@ -1,7 +1,7 @@
 //! A replica's answers to wishes, as they come up: rows of `sync_wishes`,
 //! each a Wish message, of which the server takes only what the replica
 //! owns (protocol A.6): the version answered, the outcome, the reason and
-//! when. receive/rows.rs files them as edits of a two-way row: only while
+//! when. file/rows.rs files them as edits of a two-way row: only while
 //! the server records the replica holding the wish.
 //!
 //! Here: reading one (`read_answer`), and the statement that files them
@@ -9,6 +9,8 @@
 //! wish's own version stands against a later upload of another answer,
 //! which the transport may have kept back, but for one re-stated.
 
+use crate::error::Error;
+pub use crate::statements::wishes::answers::FILE_ANSWERS;
 use magic_sync_proto::wire::Wish;
 use prost::Message;
 use serde_json::{json, Map, Value};
@@ -17,60 +19,59 @@ use uuid::Uuid;
 /// The outcomes a replica answers.
 pub const OUTCOMES: [&str; 4] = ["applied", "refused", "superseded", "waiting"];
 
-/// Files answers (`$1`, a jsonb array of `{id, answered, outcome, reason,
-/// answered_at}`) of the replica `$2`'s wishes; `$3`: whether they were
-/// re-stated. Answers how many it took.
-pub const FILE_ANSWERS: &str = "\
-    WITH a AS (SELECT * FROM jsonb_to_recordset($1) \
-               AS a(id uuid, answered bigint, outcome text, reason text, answered_at timestamptz)), \
-    filed AS ( \
-        UPDATE sync.sync_wishes w \
-        SET answered = a.answered, outcome = a.outcome, reason = a.reason, \
-            answered_at = a.answered_at, filed_at = now() \
-        FROM a WHERE w.id = a.id AND w.replica = $2 \
-          AND ($3 OR w.answered IS DISTINCT FROM w.version \
-               OR w.outcome NOT IN ('applied', 'refused', 'superseded')) \
-        RETURNING 1) \
-    SELECT count(*) FROM filed";
-
 /// The longest reason kept: a replica cuts its own there (protocol 6).
 const REASON_BYTES: usize = 512;
 
 /// Reads one answer: the Wish message beside its key. Answers it as the
 /// row filed (`{id, answered, outcome, reason, answered_at}`), or why it is
 /// malformed.
-pub fn read_answer(key: &str, bytes: &[u8]) -> Result<Map<String, Value>, String> {
-    let wish =
-        Wish::decode(bytes).map_err(|e| format!("a row that does not decode as a Wish: {e}"))?;
-    let id: Uuid = key
-        .parse()
-        .map_err(|_| format!("a key that is not the table's: {key} is no uuid"))?;
+pub fn read_answer(key: &str, bytes: &[u8]) -> Result<Map<String, Value>, Error> {
+    let wish = Wish::decode(bytes).map_err(|e| {
+        Error::bad_message(format!("a row that does not decode as a Wish: {e}"), "")
+    })?;
+    let id: Uuid = key.parse().map_err(|_| {
+        Error::bad_message(
+            format!("a key that is not the table's: {key} is no uuid"),
+            "",
+        )
+    })?;
     if !wish.id.is_empty() && wish.id.parse::<Uuid>().ok() != Some(id) {
-        return Err(format!(
-            "its own key is not the one beside it (id is {})",
-            wish.id
+        return Err(Error::bad_message(
+            format!("its own key is not the one beside it (id is {})", wish.id),
+            "",
         ));
     }
     if wish.answered == 0 || wish.answered > magic_sync_proto::LARGEST_NUMBER {
-        return Err(format!(
-            "an answer of no version a server draws ({})",
-            wish.answered
+        return Err(Error::bad_message(
+            format!("an answer of no version a server draws ({})", wish.answered),
+            "",
         ));
     }
     if !OUTCOMES.contains(&wish.outcome.as_str()) {
-        return Err(format!(
-            "an answer whose outcome is none of {}: {:?}",
-            OUTCOMES.join(", "),
-            wish.outcome
+        return Err(Error::bad_message(
+            format!(
+                "an answer whose outcome is none of {}: {:?}",
+                OUTCOMES.join(", "),
+                wish.outcome
+            ),
+            "",
         ));
     }
     let answered_at = match wish.answered_at.as_str() {
         "" => Value::Null,
         text if is_instant(text) => json!(text),
-        text => return Err(format!("an answer given at no RFC 3339 instant: {text:?}")),
+        text => {
+            return Err(Error::bad_message(
+                format!("an answer given at no RFC 3339 instant: {text:?}"),
+                "",
+            ))
+        }
     };
     if wish.reason.contains('\0') {
-        return Err("a reason holding a NUL character, which no PostgreSQL text holds".to_owned());
+        return Err(Error::bad_message(
+            "a reason holding a NUL character, which no PostgreSQL text holds",
+            "",
+        ));
     }
     let mut row = Map::new();
     row.insert("id".into(), json!(id.hyphenated().to_string()));

@@ -11,23 +11,9 @@ use uuid::Uuid;
 use crate::catalog::table_sql::{key_matches, quote_ident};
 use crate::catalog::{self, Apply, Declared, Mirror};
 use crate::error::Error;
-use crate::message::seal;
+use crate::seal;
 use crate::spi::{self, from_pg, to_pg};
-
-/// A wish written, or one replacing the row's: a new version, the answer
-/// kept as the replica gave it (it answers the version it names, so the
-/// wish is pending again until the replica answers this one).
-const WRITE_WISH: &str = "\
-    INSERT INTO sync.sync_wishes AS w (id, replica, table_name, key, wanted, based_on, version, note) \
-    VALUES (gen_random_uuid(), $1, $2, $3, $4, $5, $6, $7) \
-    ON CONFLICT (replica, table_name, key) DO UPDATE \
-    SET wanted = excluded.wanted, based_on = excluded.based_on, version = excluded.version, \
-        note = excluded.note, wished_at = now() \
-    RETURNING w.id";
-
-const TAKE_BACK: &str = "\
-    WITH gone AS (DELETE FROM sync.sync_wishes WHERE table_name = $1 AND key = $2 RETURNING 1) \
-    SELECT count(*) FROM gone";
+use crate::statements::wishes::desire::{TAKE_BACK, VALUES_REFUSED, WRITE_WISH};
 
 /// A wish read from what `sync.desire` was given.
 #[derive(Clone, Debug, PartialEq)]
@@ -193,10 +179,6 @@ fn replica_of_row(setting: &Declared, key: &str) -> Uuid {
         .raise(),
     }
 }
-
-/// Why the values given do not read as the setting's columns, in
-/// PostgreSQL's words (sql/wishes.sql).
-const VALUES_REFUSED: &str = "SELECT sync_internal.wish_values_refused($1, $2)";
 
 /// The values given read as the setting's columns, or an error naming the
 /// one its column's type does not take.

@@ -7,8 +7,7 @@
 //!   (catalog/wishes.rs says how it travels);
 //! - encode.rs: a wish as it travels, the Wish message;
 //! - answers.rs: an answer as it comes up, read and filed beside its wish
-//!   (receive/rows.rs hands it over).
+//!   (file/rows.rs hands it over).
 
 pub mod answers;
 pub mod desire;
-pub mod encode;

@@ -1,7 +1,8 @@
-//! Every failure of the nats transport, told apart as transient (the
-//! network, a server busy or restarting: a retry may get through) or for
-//! good (the transport will not take it: a setting or a message is wrong),
-//! by the error's kind and JetStream's error code, never by its text.
+//! Every failure of the nats transport, as the crate's one error type
+//! (`Error::Transport`), told apart as transient (the network, a server
+//! busy or restarting: a retry may get through) or for good (the transport
+//! will not take it: a setting or a message is wrong), by the error's kind
+//! and JetStream's error code, never by its text.
 
 use std::fmt::Display;
 
@@ -13,15 +14,7 @@ use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind, PurgeError
 use async_nats::jetstream::ErrorCode;
 use async_nats::{ConnectError, ConnectErrorKind};
 
-#[derive(Debug, thiserror::Error)]
-#[error("{what}")]
-pub struct TransportError {
-    /// A retry may help.
-    pub transient: bool,
-    /// No stream took a publish: the streams are to be made again.
-    pub stream_missing: bool,
-    what: String,
-}
+use crate::error::Error;
 
 /// JetStream's answers that a retry may cure: a cluster electing a leader,
 /// storage or resources short for now.
@@ -42,9 +35,11 @@ fn transient_code(code: ErrorCode) -> bool {
     TRANSIENT_CODES.contains(&code)
 }
 
-impl TransportError {
-    fn new(transient: bool, what: String) -> TransportError {
-        TransportError {
+/// The nats transport's failures, as the crate's one error type
+/// (`Error::Transport`).
+impl Error {
+    fn nats(transient: bool, what: String) -> Error {
+        Error::Transport {
             transient,
             stream_missing: false,
             what,
@@ -52,15 +47,15 @@ impl TransportError {
     }
 
     /// Something of this machine failed (a thread, a socket): try again.
-    pub fn local(e: impl Display) -> TransportError {
-        TransportError::new(true, format!("nats transport: {e}"))
+    pub fn local(e: impl Display) -> Error {
+        Error::nats(true, format!("nats transport: {e}"))
     }
 
-    pub fn timed_out(what: &str) -> TransportError {
-        TransportError::new(true, format!("nats: no answer in time, {what}"))
+    pub fn timed_out(what: &str) -> Error {
+        Error::nats(true, format!("nats: no answer in time, {what}"))
     }
 
-    pub fn of_connect(urls: &[String], e: ConnectError) -> TransportError {
+    pub fn of_connect(urls: &[String], e: ConnectError) -> Error {
         let transient = match e.kind() {
             ConnectErrorKind::Dns
             | ConnectErrorKind::TimedOut
@@ -71,7 +66,7 @@ impl TransportError {
             | ConnectErrorKind::AuthorizationViolation
             | ConnectErrorKind::Tls => false,
         };
-        TransportError::new(
+        Error::nats(
             transient,
             format!(
                 "nats: cannot connect to {} (magic_sync.nats_url): {e}",
@@ -80,35 +75,35 @@ impl TransportError {
         )
     }
 
-    pub fn of_credentials(path: &str, e: std::io::Error) -> TransportError {
-        TransportError::new(
+    pub fn of_credentials(path: &str, e: std::io::Error) -> Error {
+        Error::nats(
             false,
             format!("nats: cannot read {path} (magic_sync.nats_credentials): {e}"),
         )
     }
 
-    pub fn of_password_file(path: &str, e: std::io::Error) -> TransportError {
-        TransportError::new(
+    pub fn of_password_file(path: &str, e: std::io::Error) -> Error {
+        Error::nats(
             false,
             format!("nats: cannot read {path} (magic_sync.nats_password_file): {e}"),
         )
     }
 
-    pub fn no_password_file() -> TransportError {
-        TransportError::new(
+    pub fn no_password_file() -> Error {
+        Error::nats(
             false,
             "nats: magic_sync.nats_user is set but magic_sync.nats_password_file is not".to_owned(),
         )
     }
 
-    pub fn two_ways_to_log_in() -> TransportError {
-        TransportError::new(
+    pub fn two_ways_to_log_in() -> Error {
+        Error::nats(
             false,
             "nats: set magic_sync.nats_credentials or magic_sync.nats_user, not both".to_owned(),
         )
     }
 
-    pub fn of_stream(name: &str, e: CreateStreamError) -> TransportError {
+    pub fn of_stream(name: &str, e: CreateStreamError) -> Error {
         let transient = match e.kind() {
             CreateStreamErrorKind::TimedOut
             | CreateStreamErrorKind::JetStreamUnavailable
@@ -116,25 +111,25 @@ impl TransportError {
             CreateStreamErrorKind::JetStream(js) => transient_code(js.error_code()),
             _ => false,
         };
-        TransportError::new(transient, format!("nats: stream {name}: {e}"))
+        Error::nats(transient, format!("nats: stream {name}: {e}"))
     }
 
-    pub fn of_getting_stream(name: &str, e: GetStreamError) -> TransportError {
+    pub fn of_getting_stream(name: &str, e: GetStreamError) -> Error {
         let transient = match e.kind() {
             GetStreamErrorKind::Request => true,
             GetStreamErrorKind::JetStream(js) => transient_code(js.error_code()),
             _ => false,
         };
-        TransportError::new(transient, format!("nats: stream {name}: {e}"))
+        Error::nats(transient, format!("nats: stream {name}: {e}"))
     }
 
-    pub fn of_consumer(name: &str, e: ConsumerError) -> TransportError {
+    pub fn of_consumer(name: &str, e: ConsumerError) -> Error {
         let transient = match e.kind() {
             ConsumerErrorKind::TimedOut | ConsumerErrorKind::Request => true,
             ConsumerErrorKind::JetStream(js) => transient_code(js.error_code()),
             _ => false,
         };
-        TransportError::new(transient, format!("nats: consumer {name}: {e}"))
+        Error::nats(transient, format!("nats: consumer {name}: {e}"))
     }
 
     /// Whether JetStream answered that the consumer does not exist.
@@ -143,15 +138,15 @@ impl TransportError {
             if js.error_code() == ErrorCode::CONSUMER_NOT_FOUND)
     }
 
-    pub fn of_purge(subject: &str, e: PurgeError) -> TransportError {
+    pub fn of_purge(subject: &str, e: PurgeError) -> Error {
         let transient = match e.kind() {
             PurgeErrorKind::Request | PurgeErrorKind::TimedOut => true,
             PurgeErrorKind::JetStream(js) => transient_code(js.error_code()),
         };
-        TransportError::new(transient, format!("nats: purging {subject}: {e}"))
+        Error::nats(transient, format!("nats: purging {subject}: {e}"))
     }
 
-    pub fn of_publish(e: PublishError) -> TransportError {
+    pub fn of_publish(e: PublishError) -> Error {
         let transient = match e.kind() {
             // No stream took it: the stream is being made again, or the
             // server restarts.
@@ -167,23 +162,24 @@ impl TransportError {
             PublishErrorKind::Other => other_publish_failure_is_transient(&e),
         };
         let stream_missing = e.kind() == PublishErrorKind::StreamNotFound;
-        TransportError {
+        Error::Transport {
+            transient,
             stream_missing,
-            ..TransportError::new(transient, format!("nats: publish: {e}"))
+            what: format!("nats: publish: {e}"),
         }
     }
 
     /// An acknowledgement of an Up that failed. Harmless whatever it was
     /// (the Up comes again and is answered as filed already), but told
     /// apart all the same: the connection or no answer in time may pass.
-    pub fn of_ack(e: async_nats::Error) -> TransportError {
+    pub fn of_ack(e: async_nats::Error) -> Error {
         let transient = match e.downcast_ref::<std::io::Error>() {
             Some(io) => io.kind() == std::io::ErrorKind::TimedOut,
             None => {
                 e.is::<async_nats::SubscribeError>() || e.is::<async_nats::client::PublishError>()
             }
         };
-        TransportError::new(transient, format!("nats: acknowledging an Up: {e}"))
+        Error::nats(transient, format!("nats: acknowledging an Up: {e}"))
     }
 }
 
@@ -207,8 +203,8 @@ mod tests {
     use super::*;
     use async_nats::jetstream::context::PublishError;
 
-    fn publish(kind: PublishErrorKind) -> TransportError {
-        TransportError::of_publish(PublishError::new(kind))
+    fn publish(kind: PublishErrorKind) -> Error {
+        Error::of_publish(PublishError::new(kind))
     }
 
     #[test]
@@ -219,10 +215,10 @@ mod tests {
             PublishErrorKind::BrokenPipe,
             PublishErrorKind::MaxAckPending,
         ] {
-            assert!(publish(kind).transient, "{kind:?}");
+            assert!(publish(kind).is_transient(), "{kind:?}");
         }
-        assert!(publish(PublishErrorKind::StreamNotFound).stream_missing);
-        assert!(!publish(PublishErrorKind::TimedOut).stream_missing);
+        assert!(publish(PublishErrorKind::StreamNotFound).stream_missing());
+        assert!(!publish(PublishErrorKind::TimedOut).stream_missing());
     }
 
     #[test]
@@ -232,18 +228,18 @@ mod tests {
             PublishErrorKind::WrongLastMessageId,
             PublishErrorKind::WrongLastSequence,
         ] {
-            assert!(!publish(kind).transient, "{kind:?}");
+            assert!(!publish(kind).is_transient(), "{kind:?}");
         }
     }
 
     #[test]
     fn a_failure_nobody_classified_is_permanent() {
-        assert!(!publish(PublishErrorKind::Other).transient);
+        assert!(!publish(PublishErrorKind::Other).is_transient());
         let unreadable = serde_json::from_str::<u8>("not a number").unwrap_err();
         let e = PublishError::with_source(PublishErrorKind::Other, unreadable);
-        assert!(!TransportError::of_publish(e).transient);
+        assert!(!Error::of_publish(e).is_transient());
         let strange: async_nats::Error = Box::new(std::fmt::Error);
-        assert!(!TransportError::of_ack(strange).transient);
+        assert!(!Error::of_ack(strange).is_transient());
     }
 
     #[test]
@@ -253,11 +249,11 @@ mod tests {
                 {"code": 503, "err_code": code, "description": "said by the server"}
             ))
             .unwrap();
-            TransportError::of_publish(PublishError::with_source(PublishErrorKind::Other, js))
+            Error::of_publish(PublishError::with_source(PublishErrorKind::Other, js))
         };
-        assert!(answer(ErrorCode::CLUSTER_NOT_AVAILABLE.0).transient);
-        assert!(answer(ErrorCode::STORAGE_RESOURCES_EXCEEDED.0).transient);
-        assert!(!answer(ErrorCode::STREAM_NAME_EXIST.0).transient);
+        assert!(answer(ErrorCode::CLUSTER_NOT_AVAILABLE.0).is_transient());
+        assert!(answer(ErrorCode::STORAGE_RESOURCES_EXCEEDED.0).is_transient());
+        assert!(!answer(ErrorCode::STREAM_NAME_EXIST.0).is_transient());
     }
 
     #[test]
@@ -266,8 +262,8 @@ mod tests {
             std::io::ErrorKind::TimedOut,
             "no answer",
         ));
-        assert!(TransportError::of_ack(late).transient);
+        assert!(Error::of_ack(late).is_transient());
         let dropped: async_nats::Error = Box::new(std::io::Error::other("dropped"));
-        assert!(!TransportError::of_ack(dropped).transient);
+        assert!(!Error::of_ack(dropped).is_transient());
     }
 }

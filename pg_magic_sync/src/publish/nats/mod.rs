@@ -29,8 +29,8 @@ use futures_util::StreamExt;
 use uuid::Uuid;
 
 use super::outbox::{Due, Outcome, SendFailure};
+use crate::error::Error;
 use crate::settings;
-pub use errors::TransportError;
 use magic_sync_proto::nats_subjects as subjects;
 pub use uploads::Upload;
 
@@ -111,12 +111,12 @@ pub struct Nats {
 
 impl Nats {
     /// Connects, and makes the streams and the relay's consumer if missing.
-    pub fn connect(config: Config) -> Result<Nats, TransportError> {
+    pub fn connect(config: Config) -> Result<Nats, Error> {
         let runtime = runtime()?;
         let (sender, uploads) = mpsc::channel();
-        let (woken, wake) = UnixStream::pair().map_err(TransportError::local)?;
-        woken.set_nonblocking(true).map_err(TransportError::local)?;
-        wake.set_nonblocking(true).map_err(TransportError::local)?;
+        let (woken, wake) = UnixStream::pair().map_err(Error::local)?;
+        woken.set_nonblocking(true).map_err(Error::local)?;
+        wake.set_nonblocking(true).map_err(Error::local)?;
         let (jetstream, down) = runtime.block_on(async {
             let client = connect(&config).await?;
             let jetstream = jetstream::new(client);
@@ -125,9 +125,9 @@ impl Nats {
             let consumer: consumer::PullConsumer = up
                 .get_or_create_consumer(UP_CONSUMER, up_consumer(&config))
                 .await
-                .map_err(|e| TransportError::of_consumer(UP_CONSUMER, e))?;
+                .map_err(|e| Error::of_consumer(UP_CONSUMER, e))?;
             uploads::take(consumer, config.prefix.clone(), sender, wake);
-            Ok::<_, TransportError>((jetstream, down))
+            Ok::<_, Error>((jetstream, down))
         })?;
         Ok(Nats {
             config,
@@ -159,7 +159,7 @@ impl Nats {
 
     /// Acknowledges an Up whose filing committed, or hands it out again
     /// after `again` (its filing failed, or one before it of its replica).
-    pub fn finish(&self, upload: Upload, again: Option<Duration>) -> Result<(), TransportError> {
+    pub fn finish(&self, upload: Upload, again: Option<Duration>) -> Result<(), Error> {
         self.runtime
             .block_on(upload.finish(again, self.config.send_timeout))
     }
@@ -186,7 +186,6 @@ impl Nats {
                             .and_then(|f| f.as_ref())
                             .map(|f| SendFailure {
                                 message: String::new(),
-                                for_good: f.for_good,
                                 error: f.error.clone(),
                             });
                     send_replica(
@@ -223,10 +222,7 @@ impl Nats {
     /// believed was pending (a stall: sql/stalls.sql). Answers, for each,
     /// how many messages the stream holds for it, or why its consumer
     /// could not be made again.
-    pub fn remake_consumers(
-        &mut self,
-        replicas: &[Uuid],
-    ) -> Vec<(Uuid, Result<u64, TransportError>)> {
+    pub fn remake_consumers(&mut self, replicas: &[Uuid]) -> Vec<(Uuid, Result<u64, Error>)> {
         let timeout = self.config.send_timeout;
         let (down, config) = (&self.down, &self.config);
         let remade = self.runtime.block_on(async {
@@ -236,9 +232,7 @@ impl Nats {
                         tokio::time::timeout(timeout, remake_consumer(down, config, replica))
                             .await
                             .unwrap_or_else(|_| {
-                                Err(TransportError::timed_out(
-                                    "making a replica's consumer again",
-                                ))
+                                Err(Error::timed_out("making a replica's consumer again"))
                             });
                     (replica, remade)
                 })
@@ -275,15 +269,14 @@ impl Nats {
                 .await;
                 let failure = match made {
                     Ok(Ok(_)) => None,
-                    Ok(Err(e)) => Some(TransportError::of_consumer(&replica.to_string(), e)),
-                    Err(_) => Some(TransportError::timed_out("making the replica's consumer")),
+                    Ok(Err(e)) => Some(Error::of_consumer(&replica.to_string(), e)),
+                    Err(_) => Some(Error::timed_out("making the replica's consumer")),
                 };
                 (
                     replica,
-                    failure.map(|e| SendFailure {
+                    failure.map(|error| SendFailure {
                         message: String::new(),
-                        for_good: !e.transient,
-                        error: e.to_string(),
+                        error,
                     }),
                 )
             })
@@ -300,17 +293,17 @@ async fn remake_consumer(
     down: &stream::Stream,
     config: &Config,
     replica: Uuid,
-) -> Result<u64, TransportError> {
+) -> Result<u64, Error> {
     let name = subjects::consumer_name(replica);
     match down.delete_consumer(&name).await {
         Ok(_) => {}
-        Err(e) if TransportError::is_no_consumer(&e) => {}
-        Err(e) => return Err(TransportError::of_consumer(&name, e)),
+        Err(e) if Error::is_no_consumer(&e) => {}
+        Err(e) => return Err(Error::of_consumer(&name, e)),
     }
     let consumer: consumer::PullConsumer = down
         .create_consumer(device_consumer(config, replica))
         .await
-        .map_err(|e| TransportError::of_consumer(&name, e))?;
+        .map_err(|e| Error::of_consumer(&name, e))?;
     Ok(consumer.cached_info().num_pending)
 }
 
@@ -346,7 +339,7 @@ async fn send_replica(
                 down.purge()
                     .filter(subject.clone())
                     .await
-                    .map_err(|e| TransportError::of_purge(&subject, e))?;
+                    .map_err(|e| Error::of_purge(&subject, e))?;
             }
             let publish = jetstream::message::PublishMessage::build()
                 .payload(message.bytes.into())
@@ -354,20 +347,20 @@ async fn send_replica(
             let ack = jetstream
                 .send_publish(subject.clone(), publish)
                 .await
-                .map_err(TransportError::of_publish)?;
-            ack.await.map_err(TransportError::of_publish)
+                .map_err(Error::of_publish)?;
+            ack.await.map_err(Error::of_publish)
         };
         match tokio::time::timeout(config.send_timeout, sent).await {
             Ok(Ok(_ack)) => outcome.taken.push(message.id),
             Ok(Err(e)) => {
-                let stream_missing = e.stream_missing;
+                let stream_missing = e.stream_missing();
                 outcome.failed = Some(failure(message.id, e));
                 return (outcome, stream_missing);
             }
             Err(_) => {
                 outcome.failed = Some(failure(
                     message.id,
-                    TransportError::timed_out("publishing (magic_sync.send_timeout)"),
+                    Error::timed_out("publishing (magic_sync.send_timeout)"),
                 ));
                 break;
             }
@@ -376,17 +369,13 @@ async fn send_replica(
     (outcome, false)
 }
 
-fn failure(message: String, e: TransportError) -> SendFailure {
-    SendFailure {
-        message,
-        for_good: !e.transient,
-        error: e.to_string(),
-    }
+fn failure(message: String, error: Error) -> SendFailure {
+    SendFailure { message, error }
 }
 
 /// A runtime with one thread of its own, which never takes a signal: they
 /// are the worker's main thread's (SIGTERM, SIGHUP, its latch).
-fn runtime() -> Result<tokio::runtime::Runtime, TransportError> {
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .max_blocking_threads(2)
@@ -394,7 +383,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, TransportError> {
         .on_thread_start(block_signals)
         .enable_all()
         .build()
-        .map_err(TransportError::local)
+        .map_err(Error::local)
 }
 
 fn block_signals() {
@@ -408,18 +397,18 @@ fn block_signals() {
     }
 }
 
-async fn connect(config: &Config) -> Result<async_nats::Client, TransportError> {
+async fn connect(config: &Config) -> Result<async_nats::Client, Error> {
     let mut options = async_nats::ConnectOptions::new()
         .name("magic_sync relay")
         .connection_timeout(config.send_timeout)
         .request_timeout(Some(config.send_timeout));
     match (config.credentials.is_empty(), config.user.is_empty()) {
-        (false, false) => return Err(TransportError::two_ways_to_log_in()),
+        (false, false) => return Err(Error::two_ways_to_log_in()),
         (false, true) => {
             options = options
                 .credentials_file(&config.credentials)
                 .await
-                .map_err(|e| TransportError::of_credentials(&config.credentials, e))?;
+                .map_err(|e| Error::of_credentials(&config.credentials, e))?;
         }
         (true, false) => {
             let password = password_of(&config.password_file)?;
@@ -430,7 +419,7 @@ async fn connect(config: &Config) -> Result<async_nats::Client, TransportError> 
     options
         .connect(config.urls.clone())
         .await
-        .map_err(|e| TransportError::of_connect(&config.urls, e))
+        .map_err(|e| Error::of_connect(&config.urls, e))
 }
 
 /// The stream as the settings say, made or changed to be so: a bound or a
@@ -438,26 +427,25 @@ async fn connect(config: &Config) -> Result<async_nats::Client, TransportError> 
 async fn stream_as_set(
     jetstream: &jetstream::Context,
     config: stream::Config,
-) -> Result<stream::Stream, TransportError> {
+) -> Result<stream::Stream, Error> {
     let name = config.name.clone();
     jetstream
         .create_or_update_stream(config)
         .await
-        .map_err(|e| TransportError::of_stream(&name, e))?;
+        .map_err(|e| Error::of_stream(&name, e))?;
     jetstream
         .get_stream(&name)
         .await
-        .map_err(|e| TransportError::of_getting_stream(&name, e))
+        .map_err(|e| Error::of_getting_stream(&name, e))
 }
 
 /// The first line of the password file: the secret stays out of the
 /// settings, which any session may read.
-fn password_of(file: &str) -> Result<String, TransportError> {
+fn password_of(file: &str) -> Result<String, Error> {
     if file.is_empty() {
-        return Err(TransportError::no_password_file());
+        return Err(Error::no_password_file());
     }
-    let text =
-        std::fs::read_to_string(file).map_err(|e| TransportError::of_password_file(file, e))?;
+    let text = std::fs::read_to_string(file).map_err(|e| Error::of_password_file(file, e))?;
     Ok(text.lines().next().unwrap_or_default().to_owned())
 }
 

@@ -12,7 +12,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use futures_util::StreamExt;
 use uuid::Uuid;
 
-use super::TransportError;
+use crate::error::Error;
 use magic_sync_proto::nats_subjects as subjects;
 
 /// How long the task waits before asking again after the consumer failed.
@@ -31,19 +31,15 @@ pub struct Upload {
 impl Upload {
     /// Acknowledged (the filing committed), or handed out again after
     /// `again`.
-    pub async fn finish(
-        self,
-        again: Option<Duration>,
-        timeout: Duration,
-    ) -> Result<(), TransportError> {
+    pub async fn finish(self, again: Option<Duration>, timeout: Duration) -> Result<(), Error> {
         let kind = match again {
             None => AckKind::Ack,
             Some(after) => AckKind::Nak(Some(after)),
         };
         match tokio::time::timeout(timeout, self.message.double_ack_with(kind)).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(TransportError::of_ack(e)),
-            Err(_) => Err(TransportError::timed_out("acknowledging an Up")),
+            Ok(Err(e)) => Err(Error::of_ack(e)),
+            Err(_) => Err(Error::timed_out("acknowledging an Up")),
         }
     }
 

@@ -19,92 +19,19 @@
 //! says it pointed at before (`sync_pass_old_pointers`) — a few parents
 //! too many at worst, kept one pass longer, never one too few.
 
-use super::reach::{children, row_is, rule_rows, rule_rows_of};
 use super::snapshot::{closes_over_anything, reach_from_frontier};
+use crate::catalog::reach::{children, row_is, rule_rows, rule_rows_of};
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::Declared;
 use crate::relay::journal::{self, Among, Journaled};
 use crate::relay::scratch;
 use crate::spi;
+use crate::statements::relay::plan::incremental::{
+    CANDIDATES_TOUCHED, CURRENT, FEW_PAIRS_TOUCHED, KEEP_REACHED, PLAN_SENDS,
+    PLAN_SENDS_OF_TOUCHED, PLAN_TAKE_BACKS, PLAN_TAKE_BACKS_OF_TOUCHED, QUESTION_HELD_REACHED,
+    TOUCHED_AND_HELD, TOUCHED_HELD, TOUCHED_HELD_LOOKED_UP,
+};
 
-const CURRENT: &str = "\
-    INSERT INTO sync_pass_current (id, partition) \
-    SELECT id, partition FROM sync_pass_replicas WHERE NOT provision";
-
-/// What the replicas hold of the rows touched (leaving or not), for every
-/// replica or for one: read from sync.held once, for every step after. A
-/// row touched for every replica is looked up once, all its replicas' rows
-/// side by side (index held_rows); a row touched for one replica, as that
-/// pair. OFFSET 0 keeps the planner from joining otherwise, when the pairs
-/// are few beside sync.held: see `few_pairs_touched`.
-const TOUCHED_HELD_LOOKED_UP: &str = "\
-    INSERT INTO sync_pass_touched_held \
-    SELECT h.* FROM (SELECT DISTINCT table_name, key FROM sync_pass_touched WHERE replica IS NULL) AS t \
-    CROSS JOIN LATERAL ( \
-        SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
-        FROM sync.held_recorded h WHERE h.table_name = t.table_name AND h.key = t.key OFFSET 0) AS h \
-    WHERE EXISTS (SELECT 1 FROM sync_pass_current r WHERE r.id = h.replica) \
-    UNION \
-    SELECT h.* FROM ( \
-        SELECT DISTINCT t.replica, t.table_name, t.key \
-        FROM sync_pass_touched t JOIN sync_pass_current r ON r.id = t.replica) AS p \
-    CROSS JOIN LATERAL ( \
-        SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
-        FROM sync.held_recorded h \
-        WHERE h.replica = p.replica AND h.table_name = p.table_name AND h.key = p.key OFFSET 0) AS h";
-
-/// Whether the pairs (replica, row touched) are fewer than an eighth of the
-/// rows of sync.held. Measured on 1,000,000 held rows of 10 replicas,
-/// looking 13,000 pairs up a row at a time took 26 ms (a pair at a time,
-/// 150 ms), reading sync.held whole 0.33 s; the planner, which costs a
-/// look-up as a read from disk, would read it whole. Its rows are
-/// what statistics last counted or the live rows the server counts as it
-/// goes, whichever is more: a table filled since it was last analyzed (a
-/// fleet just provisioned) has no statistics yet.
-const FEW_PAIRS_TOUCHED: &str = "\
-    SELECT (SELECT count(*) FROM sync_pass_touched WHERE replica IS NULL) \
-           * (SELECT count(*) FROM sync_pass_current) \
-           + (SELECT count(*) FROM sync_pass_touched WHERE replica IS NOT NULL) \
-         < greatest((SELECT reltuples FROM pg_class WHERE oid = 'sync.held_recorded'::regclass), \
-                    pg_stat_get_live_tuples('sync.held_recorded'::regclass)) / 8";
-
-/// The same, by the planner's choice.
-const TOUCHED_HELD: &str = "\
-    INSERT INTO sync_pass_touched_held \
-    SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
-    FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
-    JOIN sync.held_recorded h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key \
-    WHERE t.replica IS NULL \
-    UNION \
-    SELECT h.replica, h.table_name, h.key, h.note, h.leaving, h.refused IS NOT NULL \
-    FROM sync_pass_touched t JOIN sync_pass_current r ON r.id = t.replica \
-    JOIN sync.held_recorded h ON h.replica = r.id AND h.table_name = t.table_name AND h.key = t.key";
-
-/// The held rows touched are in question.
-const TOUCHED_AND_HELD: &str = "\
-    INSERT INTO sync_pass_question \
-    SELECT replica, table_name, key FROM sync_pass_touched_held WHERE leaving IS NULL";
-
-/// Rows reached from the frontier that the replica holds (not leaving) and
-/// that are not in question yet: in question now, and the next frontier.
-const QUESTION_HELD_REACHED: &str = "\
-    WITH added AS ( \
-        INSERT INTO sync_pass_question \
-        SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c \
-        JOIN sync.held_recorded h ON h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key \
-        WHERE h.leaving IS NULL AND NOT EXISTS ( \
-            SELECT 1 FROM sync_pass_question q \
-            WHERE q.replica = c.replica AND q.table_name = c.table_name AND q.key = c.key) \
-        RETURNING replica, table_name, key) \
-    INSERT INTO sync_pass_frontier SELECT * FROM added";
-
-/// The rows whose reasons to be held may have changed, for each replica:
-/// the rows touched, and (when rows lean on others) the rows in question.
-const CANDIDATES_TOUCHED: &str = "\
-    SELECT r.id AS replica, t.table_name, t.key FROM sync_pass_touched t CROSS JOIN sync_pass_current r \
-    WHERE t.replica IS NULL \
-    UNION SELECT t.replica, t.table_name, t.key FROM sync_pass_touched t \
-    JOIN sync_pass_current r ON r.id = t.replica";
 const CANDIDATES_IN_QUESTION: &str =
     " UNION SELECT replica, table_name, key FROM sync_pass_question";
 /// The condition that the row `alias` can go. A row that cannot is not
@@ -116,64 +43,6 @@ fn not_blocked(alias: &str) -> String {
          WHERE b.table_name = {alias}.table_name AND b.key = {alias}.key)"
     )
 }
-
-/// Rows reached from the frontier that are not kept yet: kept now; those
-/// the replica lacks, or that are in question, are the next frontier.
-const KEEP_REACHED: &str = "\
-    WITH added AS ( \
-        INSERT INTO sync_pass_want \
-        SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c \
-        WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
-                          WHERE w.replica = c.replica AND w.table_name = c.table_name AND w.key = c.key) \
-          AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
-                          WHERE b.table_name = c.table_name AND b.key = c.key) \
-        RETURNING replica, table_name, key) \
-    INSERT INTO sync_pass_frontier SELECT a.* FROM added a \
-    WHERE NOT EXISTS (SELECT 1 FROM sync.held_recorded h WHERE h.replica = a.replica \
-                      AND h.table_name = a.table_name AND h.key = a.key AND h.leaving IS NULL) \
-       OR EXISTS (SELECT 1 FROM sync_pass_question q WHERE q.replica = a.replica \
-                  AND q.table_name = a.table_name AND q.key = a.key)";
-
-/// What is kept and lacked, held at an older version, or refused, is sent.
-const PLAN_SENDS: &str = "\
-    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
-    SELECT w.replica, w.table_name, w.key, 'u', coalesce(c.note, h.note, 0) \
-    FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_want) AS w \
-    LEFT JOIN sync.held_recorded h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key \
-    LEFT JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key \
-    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused IS NOT NULL";
-
-/// The same, when every row kept was touched (no row leans on another, so
-/// nothing is kept beyond them): what is held of them was read already.
-const PLAN_SENDS_OF_TOUCHED: &str = "\
-    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
-    SELECT w.replica, w.table_name, w.key, 'u', coalesce(c.note, h.note, 0) \
-    FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_want) AS w \
-    LEFT JOIN sync_pass_touched_held h \
-      ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key \
-    LEFT JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key \
-    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused";
-
-/// What is in question and not kept is taken back.
-const PLAN_TAKE_BACKS: &str = "\
-    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
-    SELECT q.replica, q.table_name, q.key, 'd', coalesce(c.note, h.note, 0) \
-    FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_question) AS q \
-    JOIN sync.held_recorded h ON h.replica = q.replica AND h.table_name = q.table_name AND h.key = q.key \
-    LEFT JOIN sync_pass_changed c ON c.table_name = q.table_name AND c.key = q.key \
-    WHERE NOT EXISTS (SELECT 1 FROM sync_pass_want w \
-                      WHERE w.replica = q.replica AND w.table_name = q.table_name AND w.key = q.key)";
-
-/// The same, when no row leans on another: the rows in question are the
-/// touched rows held, whose versions were read already.
-const PLAN_TAKE_BACKS_OF_TOUCHED: &str = "\
-    INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
-    SELECT h.replica, h.table_name, h.key, 'd', coalesce(c.note, h.note, 0) \
-    FROM sync_pass_touched_held h \
-    LEFT JOIN sync_pass_changed c ON c.table_name = h.table_name AND c.key = h.key \
-    WHERE h.leaving IS NULL AND NOT EXISTS ( \
-        SELECT 1 FROM sync_pass_want w \
-        WHERE w.replica = h.replica AND w.table_name = h.table_name AND w.key = h.key)";
 
 /// Plans the changes of every replica kept up to date. Answers how many
 /// rows it planned.

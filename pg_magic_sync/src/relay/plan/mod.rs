@@ -18,7 +18,6 @@
 //!   (incremental.rs).
 
 pub(crate) mod incremental;
-pub mod reach;
 mod snapshot;
 
 use crate::catalog::table_sql::{key_text_of, quote_literal};
@@ -26,69 +25,10 @@ use crate::catalog::{Declared, Rule};
 use crate::relay::journal::{self, Journaled};
 use crate::relay::scratch;
 use crate::spi;
-
-const READ_NOTES: &str = "\
-    INSERT INTO sync_pass_notes (at, id, table_name, key) \
-    SELECT ctid, id, table_name, key FROM sync.notes ORDER BY id LIMIT $1";
-
-/// Groups' changes: a row joining or leaving a group, a group given to or
-/// taken from a replica.
-const READ_GROUP_NOTES: &str = "\
-    INSERT INTO sync_pass_group_notes (id, table_name, group_key, key, replica) \
-    SELECT id, table_name, group_key, key, replica FROM sync.group_notes ORDER BY id LIMIT $1";
-
-/// A row's version is its newest note the snapshot sees, in the batch or
-/// beyond it: a replica recorded at that version lacks none of its changes.
-/// For a batch cut short, so read again from sync.notes, with no nested
-/// loops: that table is emptied by every pass, and its statistics, taken
-/// while it was empty, make a nested loop look cheap where it is quadratic
-/// (10,000 notes: 6 s instead of a few milliseconds).
-const CHANGED_ROWS: &str = "\
-    INSERT INTO sync_pass_changed (table_name, key, note) \
-    SELECT n.table_name, n.key, max(n.id) AS note FROM sync.notes n \
-    WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key) \
-    GROUP BY n.table_name, n.key";
-
-/// The same when the batch holds every note the snapshot sees (fewer than
-/// a batch were read): every row's newest note is in it.
-const CHANGED_ROWS_OF_WHOLE_BATCH: &str = "\
-    INSERT INTO sync_pass_changed (table_name, key, note) \
-    SELECT table_name, key, max(id) FROM sync_pass_notes GROUP BY table_name, key";
-
-const TOUCHED: &str = "\
-    INSERT INTO sync_pass_touched (replica, table_name, key) \
-    SELECT NULL::uuid AS replica, table_name, key FROM sync_pass_changed \
-    UNION SELECT NULL::uuid, table_name, key FROM sync_pass_group_notes WHERE key IS NOT NULL";
-
-/// A row set aside that changed since may go through now.
-const RELEASE_CHANGED: &str = "\
-    DELETE FROM sync.quarantine q USING sync_pass_changed c \
-    WHERE q.table_name = c.table_name AND q.key = c.key AND c.note > q.note";
-
-/// Rows whose retry is due are planned again, for every replica.
-const RELEASE_DUE: &str = "\
-    WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table_name, key) \
-    INSERT INTO sync_pass_touched SELECT NULL, table_name, key FROM due";
-
-/// Rows a replica refused are sent it again (or their deletes) when their
-/// retry is due, or when a relay starts: a deploy on either side may have
-/// fixed the cause. For that replica only.
-const REFUSED_DUE: &str = "\
-    WITH due AS ( \
-        UPDATE sync.held_recorded SET retry_at = now() + current_setting('magic_sync.retry_every')::interval \
-        WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) \
-        RETURNING replica, table_name, key) \
-    INSERT INTO sync_pass_touched SELECT replica, table_name, key FROM due";
-
-/// What cannot go: the rows set aside, and, a round at a time, every row
-/// that points at one (a row that follows one points at it).
-const BLOCKED: &str = "\
-    INSERT INTO sync_pass_blocked (replica, table_name, key) \
-    SELECT NULL::uuid, table_name, key FROM sync.quarantine";
-
-const REPLICAS: &str = "\
-    INSERT INTO sync_pass_replicas (id, provision, partition) \
-    SELECT id, provision, partition FROM sync.replicas WHERE live";
+use crate::statements::relay::plan::{
+    BLOCKED, CHANGED_ROWS, CHANGED_ROWS_OF_WHOLE_BATCH, READ_GROUP_NOTES, READ_NOTES, REFUSED_DUE,
+    RELEASE_CHANGED, RELEASE_DUE, REPLICAS, TOUCHED,
+};
 
 /// What planning found.
 pub struct Planned {
@@ -182,7 +122,11 @@ fn block(tables: &[Declared]) {
         let mut pointing = Vec::new();
         for table in tables.iter().filter(|t| t.mirror.goes_down()) {
             for reference in &table.references {
-                pointing.push(reach::children(table, reference, "sync_pass_frontier"));
+                pointing.push(crate::catalog::reach::children(
+                    table,
+                    reference,
+                    "sync_pass_frontier",
+                ));
             }
         }
         if pointing.is_empty() {

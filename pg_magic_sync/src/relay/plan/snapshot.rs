@@ -7,38 +7,13 @@
 //! is not listed row by row: `sync_pass_whole` says the replica is sent all
 //! of it, and its rows are read straight from the table as they are packed.
 
-use super::reach::{followers, in_partition_of, parents, rule_rows};
+use crate::catalog::reach::{followers, in_partition_of, parents, rule_rows};
 use crate::catalog::table_sql::{key_of, quote_ident, quote_literal};
 use crate::catalog::{Declared, Mirror, Rule};
 use crate::relay::journal::{self, Among, Journaled};
 use crate::relay::scratch;
 use crate::spi;
-
-const PROVISIONING: &str = "\
-    INSERT INTO sync_pass_provisioning (id, partition) \
-    SELECT id, partition FROM sync_pass_replicas WHERE provision";
-
-/// Rows of the frontier not planned for their replica yet: added to the
-/// plan, and kept as the next round's frontier.
-const ADVANCE: &str = "\
-    WITH added AS ( \
-        INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
-        SELECT DISTINCT c.replica, c.table_name, c.key, 'u', 0 FROM sync_pass_reached c \
-        WHERE NOT EXISTS (SELECT 1 FROM sync_pass_plan p WHERE p.replica = c.replica \
-                          AND p.table_name = c.table_name AND p.key = c.key) \
-          AND NOT EXISTS (SELECT 1 FROM sync_pass_whole w \
-                          WHERE w.replica = c.replica AND w.table_name = c.table_name) \
-          AND NOT EXISTS (SELECT 1 FROM sync_pass_blocked b \
-                          WHERE b.table_name = c.table_name AND b.key = c.key) \
-        RETURNING replica, table_name, key) \
-    INSERT INTO sync_pass_frontier SELECT * FROM added";
-
-/// A snapshot row's version: the newest note of it the pass sees, or 0.
-const VERSIONS: &str = "\
-    UPDATE sync_pass_plan p SET note = n.note \
-    FROM (SELECT table_name, key, max(id) AS note FROM sync.notes GROUP BY table_name, key) AS n, \
-         sync_pass_provisioning r \
-    WHERE p.replica = r.id AND p.table_name = n.table_name AND p.key = n.key";
+use crate::statements::relay::plan::snapshot::{ADVANCE, PROVISIONING, VERSIONS};
 
 /// Plans every row each replica being provisioned should hold. Answers
 /// whether any replica is being provisioned.

@@ -1,0 +1,84 @@
+-- The fixed statements of pg_magic_sync/src/relay/plan/mod.rs, by name: the build
+-- makes each a constant of crate::statements::relay::plan (build.rs).
+
+-- name: READ_NOTES
+INSERT INTO sync_pass_notes (at, id, table_name, key)
+    SELECT ctid, id, table_name, key
+    FROM sync.notes
+    ORDER BY id
+    LIMIT $1
+
+-- name: READ_GROUP_NOTES
+-- Groups' changes: a row joining or leaving a group, a group given to or
+-- taken from a replica.
+INSERT INTO sync_pass_group_notes (id, table_name, group_key, key, replica)
+    SELECT id, table_name, group_key, key, replica
+    FROM sync.group_notes
+    ORDER BY id
+    LIMIT $1
+
+-- name: CHANGED_ROWS
+-- A row's version is its newest note the snapshot sees, in the batch or
+-- beyond it: a replica recorded at that version lacks none of its changes.
+-- For a batch cut short, so read again from sync.notes, with no nested
+-- loops: that table is emptied by every pass, and its statistics, taken
+-- while it was empty, make a nested loop look cheap where it is quadratic
+-- (10,000 notes: 6 s instead of a few milliseconds).
+INSERT INTO sync_pass_changed (table_name, key, note)
+    SELECT n.table_name, n.key, max(n.id) AS note
+    FROM sync.notes n
+    WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key)
+    GROUP BY n.table_name, n.key
+
+-- name: CHANGED_ROWS_OF_WHOLE_BATCH
+-- The same when the batch holds every note the snapshot sees (fewer than
+-- a batch were read): every row's newest note is in it.
+INSERT INTO sync_pass_changed (table_name, key, note)
+    SELECT table_name, key, max(id)
+    FROM sync_pass_notes
+    GROUP BY table_name, key
+
+-- name: TOUCHED
+INSERT INTO sync_pass_touched (replica, table_name, key)
+    SELECT NULL::uuid AS replica, table_name, key
+    FROM sync_pass_changed
+    UNION
+    SELECT NULL::uuid, table_name, key
+    FROM sync_pass_group_notes
+    WHERE key IS NOT NULL
+
+-- name: RELEASE_CHANGED
+-- A row set aside that changed since may go through now.
+DELETE
+    FROM sync.quarantine q
+    USING sync_pass_changed c
+    WHERE q.table_name = c.table_name AND q.key = c.key AND c.note > q.note
+
+-- name: RELEASE_DUE
+-- Rows whose retry is due are planned again, for every replica.
+WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table_name, key)
+    INSERT INTO sync_pass_touched
+    SELECT NULL, table_name, key
+    FROM due
+
+-- name: REFUSED_DUE
+-- Rows a replica refused are sent it again (or their deletes) when their
+-- retry is due, or when a relay starts: a deploy on either side may have
+-- fixed the cause. For that replica only.
+WITH due AS ( UPDATE sync.held_recorded SET retry_at = now() + current_setting('magic_sync.retry_every')::interval WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) RETURNING replica, table_name, key)
+    INSERT INTO sync_pass_touched
+    SELECT replica, table_name, key
+    FROM due
+
+-- name: BLOCKED
+-- What cannot go: the rows set aside, and, a round at a time, every row
+-- that points at one (a row that follows one points at it).
+INSERT INTO sync_pass_blocked (replica, table_name, key)
+    SELECT NULL::uuid, table_name, key
+    FROM sync.quarantine
+
+-- name: REPLICAS
+INSERT INTO sync_pass_replicas (id, provision, partition)
+    SELECT id, provision, partition
+    FROM sync.replicas
+    WHERE live
