@@ -202,7 +202,7 @@ fn withdrawn(ids: &[String]) -> Part {
     })
 }
 
-/// What receiving the message answered of wishes.
+/// What applying the message answered of wishes.
 fn answered(received: &Received) -> Vec<Answered> {
     match received {
         Received::Applied { wishes, .. } | Received::Ended { wishes, .. } => wishes.clone(),

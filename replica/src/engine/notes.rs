@@ -7,10 +7,10 @@
 use rusqlite::{params, Connection};
 
 use crate::engine::triggers::literal;
+use crate::model::declare::Mirror;
 use crate::model::key_sql;
 use crate::model::shape::Shape;
 use crate::sql::quote;
-use crate::Mirror;
 
 /// Notes one row, as a trigger does; `restated` marks it to go up
 /// re-stated until filed.

@@ -4,7 +4,7 @@
 
 use rusqlite::Connection;
 
-use crate::Error;
+use crate::error::Error;
 
 pub(crate) fn check(conn: &Connection) -> Result<(), Error> {
     synchronous(conn)?;

@@ -5,10 +5,10 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::engine::triggers;
+use crate::error::Error;
 use crate::model::declare::{Table, Tables};
 use crate::model::shape;
 use crate::sql::Transaction;
-use crate::Error;
 
 /// Each step brings the engine's tables from the version before it to its
 /// own (the first, from nothing to 1).

@@ -16,11 +16,11 @@ use std::cell::Cell;
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
+use crate::error::Error;
 use crate::model::declare::{Mirror, Tables};
 use crate::model::key_sql;
 use crate::model::shape::{self, Shape};
 use crate::sql::quote;
-use crate::Error;
 
 /// One trigger: its name and the statement that creates it.
 #[derive(Clone, Debug, PartialEq, Eq)]

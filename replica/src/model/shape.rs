@@ -9,10 +9,10 @@ use std::collections::{HashMap, HashSet};
 use magic_sync_proto::key::KeyType;
 use rusqlite::Connection;
 
+use crate::error::Error;
 use crate::model::codec::Codec;
 use crate::model::declare::{self, Apply, Mirror, Table, Tables};
 use crate::sql::quote;
-use crate::Error;
 
 /// How a column's values are written, from its declared SQLite type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -40,7 +40,12 @@ use std::time::{Duration, Instant};
 
 use super::backoff::Backoff;
 use super::{Control, Transport};
-use crate::{Answered, Error, Narrowed, Received, Refusal, Replica, TableBacklog};
+use crate::apply::Received;
+use crate::error::Error;
+use crate::replica::Replica;
+use crate::upload::backlog::TableBacklog;
+use crate::upload::{Narrowed, Refusal, Upload};
+use crate::wishes::Answered;
 
 /// How the loop paces itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -318,7 +323,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     /// Whether a report of what was applied, and nothing else, waits for
     /// more messages to cover: it is held back until `report_after` from
     /// the first message it covers.
-    fn holds_back(&mut self, up: &crate::Upload) -> bool {
+    fn holds_back(&mut self, up: &Upload) -> bool {
         let Some(since) = self.unreported_since else {
             return false;
         };
@@ -454,7 +459,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     }
 }
 
-/// Whether receiving a message offered wishes and answered some.
+/// Whether applying a message offered wishes and answered some.
 fn answered_wishes(received: &Received) -> bool {
     match received {
         Received::Applied { wishes, .. } | Received::Ended { wishes, .. } => !wishes.is_empty(),

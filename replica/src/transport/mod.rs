@@ -31,7 +31,8 @@ use std::time::Duration;
 pub use control::{Control, Waker};
 pub use device_loop::{run, Options, Status};
 
-use crate::{Error, Upload};
+use crate::error::Error;
+use crate::upload::Upload;
 
 /// One message the transport delivered: its bytes, and what acknowledges
 /// it.

@@ -55,7 +55,9 @@ use uuid::Uuid;
 use super::backoff::Backoff;
 use super::nats_subjects::{self as subjects, DEFAULT_PREFIX, DOWN_STREAM, MSG_ID};
 use super::{Delivery, Transport, Waker};
-use crate::{Error, Replica, Upload};
+use crate::error::Error;
+use crate::replica::Replica;
+use crate::upload::Upload;
 
 /// How long `next` gives a pull already waiting at the server to hand over
 /// what it has. With none waiting, `next` asks for what is there now, and

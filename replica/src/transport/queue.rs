@@ -20,7 +20,10 @@ use postgres::{Client, Config, NoTls, Socket, Statement, ToStatement};
 use uuid::Uuid;
 
 use super::{Delivery, Transport, Waker};
-use crate::{Error, Received, Replica, Upload};
+use crate::apply::Received;
+use crate::error::Error;
+use crate::replica::Replica;
+use crate::upload::{Refusal, Upload};
 
 /// What went wrong talking to the queue.
 #[derive(Debug, thiserror::Error)]
@@ -113,7 +116,7 @@ pub fn report(
         let verdict: String = match file(pg, replica.me(), &up.bytes) {
             Ok(verdict) => verdict,
             Err(e) => {
-                replica.refused(&up, crate::Refusal::Transient)?;
+                replica.refused(&up, Refusal::Transient)?;
                 return Err(e.into());
             }
         };

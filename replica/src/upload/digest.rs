@@ -11,11 +11,11 @@ use magic_sync_proto::digest::{setting_line, wish_line, Fingerprint};
 use magic_sync_proto::wire::Digest;
 use rusqlite::Connection;
 
+use crate::model::declare::Mirror;
 use crate::model::key_sql;
 use crate::model::row_json::version_text;
 use crate::model::shape::Shape;
 use crate::sql::quote;
-use crate::Mirror;
 
 /// The digests of every table the server sends and every setting, but
 /// those with unfiled writes.

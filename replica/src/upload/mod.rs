@@ -31,10 +31,12 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde_json::json;
 
 use crate::engine::{reject, state};
+use crate::error::Error;
+use crate::model::codec::{Codec, Kind};
 use crate::model::row_json::{cell_of_sql, key_to_sql};
 use crate::model::shape::Shape;
+use crate::settings::Settings;
 use crate::sql::{quote, Transaction};
-use crate::{Codec, Error, Settings};
 
 /// An `Up` to send, encoded. Hand `bytes` to the transport on `lane`, then
 /// call `Replica::sent` once the transport took it, or `Replica::refused`
@@ -670,7 +672,7 @@ fn raw_bytes(codec: &Codec, column: &str) -> bool {
         Codec::Json => false,
         Codec::Protobuf(fields) => fields
             .iter()
-            .any(|f| f.kind == crate::Kind::Bytes && f.column.eq_ignore_ascii_case(column)),
+            .any(|f| f.kind == Kind::Bytes && f.column.eq_ignore_ascii_case(column)),
     }
 }
 

@@ -79,7 +79,7 @@ impl CarryOut for Direct {
 }
 
 /// The handler of each setting table. Every setting needs one
-/// ([`Replica::open`](crate::Replica::open) refuses one without).
+/// (`Replica::open` refuses one without).
 #[derive(Clone, Default)]
 pub struct Wishes {
     handlers: Vec<(String, Arc<dyn CarryOut>)>,

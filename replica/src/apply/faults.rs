@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection, OptionalExtension};
 
+use crate::apply::spot::Spot;
 use crate::model::links::Link;
 use crate::model::shape::Shape;
-use crate::receive::spot::Spot;
 use crate::sql::quote;
 
 #[derive(Default)]

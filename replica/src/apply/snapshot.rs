@@ -17,13 +17,13 @@ use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{params, Connection};
 use uuid::Uuid;
 
+use crate::apply::context::{settle, Context, Stop};
+use crate::apply::let_go::{self, Doomed};
+use crate::apply::outcome::Outcome;
+use crate::apply::spot::Spot;
 use crate::engine::reject;
 use crate::model::key_sql;
 use crate::model::shape::{ColumnKind, Shape};
-use crate::receive::context::{settle, Context, Stop};
-use crate::receive::let_go::{self, Doomed};
-use crate::receive::outcome::Outcome;
-use crate::receive::spot::Spot;
 use crate::sql::quote;
 
 /// The keys one part of a message of the snapshot in progress let go of,
@@ -390,7 +390,7 @@ fn find<T: Ord>(keys: &[T], key: &T, next: &mut usize) -> bool {
 
 /// An integer in the key text form.
 fn decimal(text: &[u8]) -> Option<i64> {
-    crate::receive::upsert::canonical_integer(text)
+    crate::apply::upsert::canonical_integer(text)
 }
 
 fn write_decimal(out: &mut Vec<u8>, n: i64) {

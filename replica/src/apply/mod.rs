@@ -1,9 +1,9 @@
-//! Receiving one message from the server: check it, place it in the
-//! chain, apply it in one transaction, and say what became of it.
+//! Applying one message from the server: check it, place it in the chain,
+//! apply it in one transaction, and say what became of it.
 
-mod apply;
 mod chain;
 mod context;
+mod down;
 mod faults;
 mod let_go;
 pub(crate) mod outcome;
@@ -18,20 +18,20 @@ use rusqlite::Connection;
 
 use std::cell::RefCell;
 
+use crate::apply::chain::Step;
+use crate::apply::context::{Context, Plan, Stop};
+use crate::apply::faults::Tracker;
+use crate::apply::let_go::World;
+use crate::apply::outcome::{AppliedTable, Outcome, Rejected};
+use crate::apply::spot::Spot;
 use crate::engine::triggers::Quiet;
 use crate::engine::{notes, state};
+use crate::error::Error;
 use crate::message::check::{self, Head, Malformed, Objection};
 use crate::model::links::Link;
 use crate::model::shape::Shape;
-use crate::receive::chain::Step;
-use crate::receive::context::{Context, Plan, Stop};
-use crate::receive::faults::Tracker;
-use crate::receive::let_go::World;
-use crate::receive::outcome::{AppliedTable, Outcome, Rejected};
-use crate::receive::spot::Spot;
 use crate::sql::{is_storage_failure, Transaction};
 use crate::wishes::Answered;
-use crate::Error;
 
 /// What the replica made of a message. Every one of these has been
 /// committed (or changed nothing): acknowledge the message to the
@@ -74,7 +74,7 @@ fn malformed(m: Malformed) -> Received {
     Received::Malformed(m)
 }
 
-/// What receiving needs of the replica.
+/// What applying needs of the replica.
 pub(crate) struct Replicating<'a> {
     pub conn: &'a Connection,
     pub shapes: &'a [Shape],
@@ -82,7 +82,7 @@ pub(crate) struct Replicating<'a> {
     pub limits: &'a Limits,
     /// The database's triggers, set aside while only the engine writes.
     pub quiet: &'a Quiet,
-    pub texts: &'a crate::receive::upsert::Texts,
+    pub texts: &'a crate::apply::upsert::Texts,
 }
 
 impl Replicating<'_> {
@@ -95,7 +95,9 @@ impl Replicating<'_> {
     }
 }
 
-pub(crate) fn receive(r: &Replicating<'_>, bytes: &[u8]) -> Result<Received, Error> {
+/// Applies the message `bytes`, or says why it did not: `Ok` for whatever
+/// is to be acknowledged, `Err` for what is not (see `Replica::receive`).
+pub(crate) fn message(r: &Replicating<'_>, bytes: &[u8]) -> Result<Received, Error> {
     let message = match check::decode(bytes) {
         Ok(message) => message,
         Err(m) => return Ok(malformed(m)),
@@ -320,7 +322,7 @@ fn worth_quieting(message: Chained<'_>) -> bool {
 
 fn apply_body(ctx: &Context<'_>, message: Chained<'_>) -> Result<Outcome, Stop> {
     match message {
-        Chained::Down(down) => apply::down(ctx, down),
+        Chained::Down(down) => down::apply(ctx, down),
         Chained::End(end) => {
             let outcome = snapshot::end(ctx, end)?;
             state::end_snapshot(ctx.conn)?;

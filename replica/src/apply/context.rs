@@ -9,14 +9,14 @@ use std::collections::{HashMap, HashSet};
 use magic_sync_proto::key::KeyPart;
 use rusqlite::Connection;
 
+use crate::apply::faults::Tracker;
+use crate::apply::let_go::{self, Doomed, World};
+use crate::apply::outcome::Outcome;
+use crate::apply::spot::Spot;
+use crate::apply::upsert;
 use crate::message::check::Head;
 use crate::model::links::Link;
 use crate::model::shape::Shape;
-use crate::receive::faults::Tracker;
-use crate::receive::let_go::{self, Doomed, World};
-use crate::receive::outcome::Outcome;
-use crate::receive::spot::Spot;
-use crate::receive::upsert;
 
 /// What earlier tries of the same message taught: applying it again, these
 /// are done differently.

@@ -28,18 +28,18 @@ use magic_sync_proto::wire::{Down, DownTable};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, CachedStatement, Connection};
 
+use crate::apply::context::{settle, Context, Stop};
+use crate::apply::let_go::{self, Doomed};
+use crate::apply::outcome::{holds, Outcome};
+use crate::apply::snapshot;
+use crate::apply::snapshot::PartKeys;
+use crate::apply::spot::Spot;
+use crate::apply::upsert::{self, Bound, Reader, Row};
 use crate::engine::notes;
+use crate::model::declare::Mirror;
 use crate::model::row_json::key_to_sql;
 use crate::model::shape::Shape;
-use crate::receive::context::{settle, Context, Stop};
-use crate::receive::let_go::{self, Doomed};
-use crate::receive::outcome::{holds, Outcome};
-use crate::receive::snapshot;
-use crate::receive::snapshot::PartKeys;
-use crate::receive::spot::Spot;
-use crate::receive::upsert::{self, Bound, Reader, Row};
 use crate::sql::{attempt, is_storage_failure, Attempt, Failure};
-use crate::Mirror;
 
 /// An upsert the database refused, to try again.
 #[derive(Clone)]
@@ -60,7 +60,7 @@ struct Write {
     values: Vec<SqlValue>,
 }
 
-pub(crate) fn down(ctx: &Context<'_>, down: &Down) -> Result<Outcome, Stop> {
+pub(crate) fn apply(ctx: &Context<'_>, down: &Down) -> Result<Outcome, Stop> {
     let held = down
         .tables
         .iter()

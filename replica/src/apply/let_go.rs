@@ -178,7 +178,7 @@ fn load(conn: &Connection, shape: &Shape, doomed: &[Doomed]) -> rusqlite::Result
 fn mark_held(world: &World<'_>, shape: &Shape) -> rusqlite::Result<()> {
     let conn = world.conn;
     let table = quote(&shape.name);
-    if shape.mirror == crate::Mirror::Both {
+    if shape.mirror == crate::model::declare::Mirror::Both {
         conn.execute(
             &format!(
                 "UPDATE temp.sync_doomed AS d SET held = 2 WHERE EXISTS (
