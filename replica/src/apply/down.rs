@@ -434,7 +434,7 @@ impl<'a> Applying<'a> {
             if let Err(why) = reader.read(shape, bytes, &parts, &key, &mut row) {
                 self.flush(shape, index, &mut batch, &mut statements)?;
                 self.outcome
-                    .rejected(&shape.name, key, Some(parts.clone()), why);
+                    .rejected(&shape.name, key, Some(parts.clone()), why.to_string());
                 continue;
             }
             if together {

@@ -13,7 +13,6 @@ pub(crate) mod upsert;
 
 use magic_sync_proto::limits::Limits;
 use magic_sync_proto::wire::{to_replica::Body, Down, EndSnapshot};
-use magic_sync_proto::PROTOCOL;
 use rusqlite::Connection;
 
 use std::cell::RefCell;
@@ -27,7 +26,7 @@ use crate::apply::spot::Spot;
 use crate::engine::triggers::Quiet;
 use crate::engine::{notes, state};
 use crate::error::Error;
-use crate::message::check::{self, Head, Malformed, Objection};
+use crate::message::check::{self, Head, Malformed};
 use crate::model::links::Link;
 use crate::model::shape::Shape;
 use crate::sql::{is_storage_failure, Transaction};
@@ -102,15 +101,10 @@ pub(crate) fn message(r: &Replicating<'_>, bytes: &[u8]) -> Result<Received, Err
         Ok(message) => message,
         Err(m) => return Ok(malformed(m)),
     };
-    let body = match check::message(&message, r.limits) {
+    // A later protocol is an `Err`: the message is not acknowledged.
+    let body = match check::message(&message, r.limits)? {
         Ok(body) => body,
-        Err(Objection::Malformed(m)) => return Ok(malformed(m)),
-        Err(Objection::LaterProtocol(theirs)) => {
-            return Err(Error::LaterProtocol {
-                theirs,
-                ours: PROTOCOL,
-            })
-        }
+        Err(m) => return Ok(malformed(m)),
     };
     let received = match body {
         Body::Filed(filed) => {

@@ -24,6 +24,7 @@ use magic_sync_proto::key::{KeyPart, KeyType};
 use rusqlite::types::{ToSql, ToSqlOutput, Value as SqlValue, ValueRef};
 use uuid::Uuid;
 
+use crate::error::Error;
 use crate::model::codec::Codec;
 use crate::model::row_json::{cell_to_sql, key_of_sql};
 use crate::model::shape::{ColumnKind, Shape};
@@ -83,7 +84,7 @@ impl<'r> Reader<'r> {
         parts: &[KeyPart],
         key: &str,
         row: &mut Row<'r>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         row.columns.clear();
         row.values.clear();
         if shape.codec == Codec::Json && self.read_json(shape, bytes, parts, row) {
@@ -179,7 +180,7 @@ fn read_generally<'r>(
     parts: &[KeyPart],
     key: &str,
     row: &mut Row<'r>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let cells = shape.codec.decode(bytes)?;
     let mut own_key: Vec<Option<SqlValue>> = vec![None; shape.key.len()];
     let mut rest: Vec<(usize, SqlValue)> = Vec::with_capacity(cells.len());
@@ -190,18 +191,18 @@ fn read_generally<'r>(
         let column = &shape.columns[index];
         if let Some(at) = shape.key.iter().position(|&k| k == index) {
             own_key[at] = Some(cell_to_sql(column.kind, cell).map_err(|e| {
-                format!(
-                    "the row's own key cannot be read: column `{}`: {e}",
+                e.within(&format!(
+                    "the row's own key cannot be read: column `{}`",
                     column.name
-                )
+                ))
             })?);
             continue;
         }
         if Some(index) == shape.retired || shape.owned.contains(&index) {
             continue;
         }
-        let value =
-            cell_to_sql(column.kind, cell).map_err(|e| format!("column `{}`: {e}", column.name))?;
+        let value = cell_to_sql(column.kind, cell)
+            .map_err(|e| e.within(&format!("column `{}`", column.name)))?;
         rest.push((index, value));
     }
     let mut refs = Vec::with_capacity(shape.key.len());
@@ -209,19 +210,19 @@ fn read_generally<'r>(
         match value {
             Some(v) => refs.push(ValueRef::from(v)),
             None => {
-                return Err(format!(
+                return Err(Error::Row(format!(
                     "the row's own key cannot be read: the row has no key column `{}`",
                     column.name
-                ))
+                )))
             }
         }
     }
     let own = key_of_sql(shape, &refs)
-        .ok_or_else(|| "the row's own key cannot be read as its table's key".to_owned())?;
+        .ok_or_else(|| Error::row("the row's own key cannot be read as its table's key"))?;
     if own != key {
-        return Err(format!(
+        return Err(Error::Row(format!(
             "a_row_beside_another_key: the row's own key is {own}, not the key beside it"
-        ));
+        )));
     }
     rest.sort_by_key(|(i, _)| *i);
     bind_key(shape, parts, row);
@@ -624,7 +625,7 @@ mod tests {
                 )
             });
         assert_eq!(fast, general, "{json}");
-        fast
+        fast.map_err(|e| e.to_string())
     }
 
     const U: &str = "0196a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
@@ -697,6 +698,7 @@ mod tests {
         let refused = Reader::default().read(&items, &bad, &parts, "1", &mut row);
         assert!(refused
             .unwrap_err()
+            .to_string()
             .starts_with("the row does not decode as JSON"));
     }
 

@@ -106,7 +106,7 @@ pub(crate) fn recorded_declarations(
         let value: serde_json::Value = serde_json::from_str(&json).map_err(|e| {
             Error::Schema(format!("the declaration of `{name}` does not read: {e}"))
         })?;
-        list.push(Table::from_json(&value).map_err(Error::Schema)?);
+        list.push(Table::from_json(&value)?);
         if !lane.is_empty() {
             lanes.push((name, lane));
         }

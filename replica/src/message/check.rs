@@ -4,7 +4,9 @@
 //! database. A message that fails one is malformed: the replica applies
 //! none of it and still acknowledges it, so it does not hold back the queue.
 //! Each failure is named by its case, as in the corpus of malformed
-//! messages.
+//! messages. Only a message of a later protocol is an error (the crate's
+//! `Error::LaterProtocol`): it is not acknowledged, and waits for a build
+//! that reads it.
 
 use std::fmt;
 
@@ -14,7 +16,11 @@ use magic_sync_proto::{LARGEST_NUMBER, PROTOCOL};
 use prost::Message;
 use uuid::Uuid;
 
-/// A message no server sends: what is wrong with it, by case name.
+use crate::error::Error;
+
+/// A message no server sends: the protocol's case it breaks, by name, and
+/// what it carried. Not an error: such a message is acknowledged and
+/// applies nothing, so it comes back in an `Ok` (`Received::Malformed`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Malformed {
     /// The case's name (`sequence_zero`, `no_mac`, ...).
@@ -35,21 +41,6 @@ impl Malformed {
 impl fmt::Display for Malformed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "malformed ({}): {}", self.case, self.detail)
-    }
-}
-
-/// Why a message cannot be acted on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Objection {
-    /// Acknowledge it and apply nothing.
-    Malformed(Malformed),
-    /// Leave it unacknowledged: a later build will read it.
-    LaterProtocol(u32),
-}
-
-impl From<Malformed> for Objection {
-    fn from(m: Malformed) -> Objection {
-        Objection::Malformed(m)
     }
 }
 
@@ -108,9 +99,21 @@ pub fn decode(bytes: &[u8]) -> Result<ToReplica, Malformed> {
 }
 
 /// The message's body, once its protocol and every number in it are ones a
-/// server sends.
-pub fn message<'m>(message: &'m ToReplica, limits: &Limits) -> Result<&'m Body, Objection> {
-    protocol(message.protocol)?;
+/// server sends; or the case it breaks (`Ok(Err(..))`: acknowledge it and
+/// apply nothing). `Err`: a later protocol, not to be acknowledged.
+pub fn message<'m>(
+    message: &'m ToReplica,
+    limits: &Limits,
+) -> Result<Result<&'m Body, Malformed>, Error> {
+    if let Err(malformed) = protocol(message.protocol)? {
+        return Ok(Err(malformed));
+    }
+    Ok(body(message, limits))
+}
+
+/// The body of a message of a protocol this build reads, once every number
+/// in it is one a server sends.
+fn body<'m>(message: &'m ToReplica, limits: &Limits) -> Result<&'m Body, Malformed> {
     let body = message.body.as_ref().ok_or_else(|| {
         Malformed::new(
             "no_body",
@@ -125,12 +128,15 @@ pub fn message<'m>(message: &'m ToReplica, limits: &Limits) -> Result<&'m Body, 
     Ok(body)
 }
 
-/// 1 to this build's own.
-pub fn protocol(protocol: u32) -> Result<(), Objection> {
+/// 1 to this build's own: 0 is malformed, a later one an error.
+pub fn protocol(protocol: u32) -> Result<Result<(), Malformed>, Error> {
     match protocol {
-        0 => Err(Malformed::new("no_protocol", "protocol 0").into()),
-        p if p > PROTOCOL => Err(Objection::LaterProtocol(p)),
-        _ => Ok(()),
+        0 => Ok(Err(Malformed::new("no_protocol", "protocol 0"))),
+        p if p > PROTOCOL => Err(Error::LaterProtocol {
+            theirs: p,
+            ours: PROTOCOL,
+        }),
+        _ => Ok(Ok(())),
     }
 }
 
@@ -344,11 +350,14 @@ mod tests {
 
     #[test]
     fn protocol_zero_is_malformed_and_a_later_one_waits() {
-        assert!(matches!(protocol(0), Err(Objection::Malformed(m)) if m.case == "no_protocol"));
+        assert!(matches!(protocol(0), Ok(Err(m)) if m.case == "no_protocol"));
         assert_eq!(
             protocol(PROTOCOL + 1),
-            Err(Objection::LaterProtocol(PROTOCOL + 1))
+            Err(Error::LaterProtocol {
+                theirs: PROTOCOL + 1,
+                ours: PROTOCOL
+            })
         );
-        assert_eq!(protocol(PROTOCOL), Ok(()));
+        assert_eq!(protocol(PROTOCOL), Ok(Ok(())));
     }
 }

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value as JsonValue};
 
+use crate::error::Error;
 use crate::model::value::Cell;
 
 /// What a protobuf field holds, as `.proto` names it.
@@ -49,7 +50,8 @@ impl Kind {
         }
     }
 
-    fn from_name(name: &str) -> Option<Kind> {
+    /// The kind `.proto` names so (`name` gives it back).
+    pub fn from_name(name: &str) -> Option<Kind> {
         [
             Kind::String,
             Kind::Bytes,
@@ -165,7 +167,7 @@ impl Codec {
     }
 
     /// Reads a row: its cells by column name, in no particular order.
-    pub(crate) fn decode(&self, bytes: &[u8]) -> Result<Vec<(String, Cell)>, String> {
+    pub(crate) fn decode(&self, bytes: &[u8]) -> Result<Vec<(String, Cell)>, Error> {
         match self {
             Codec::Json => decode_json(bytes),
             Codec::Protobuf(fields) => decode_protobuf(fields, bytes),
@@ -174,14 +176,14 @@ impl Codec {
 
     /// Writes a row from its cells, named by column (those the codec does
     /// not carry are left out).
-    pub(crate) fn encode(&self, cells: &[(&str, Cell)]) -> Result<Vec<u8>, String> {
+    pub(crate) fn encode(&self, cells: &[(&str, Cell)]) -> Result<Vec<u8>, Error> {
         match self {
             Codec::Json => {
                 let object: Map<String, JsonValue> = cells
                     .iter()
                     .map(|(name, cell)| ((*name).to_owned(), cell.to_json()))
                     .collect();
-                serde_json::to_vec(&object).map_err(|e| e.to_string())
+                serde_json::to_vec(&object).map_err(|e| Error::row(e.to_string()))
             }
             Codec::Protobuf(fields) => encode_protobuf(fields, cells),
         }
@@ -197,14 +199,15 @@ impl Codec {
         }
     }
 
-    pub(crate) fn from_json(value: &JsonValue) -> Result<Codec, String> {
+    /// A codec as the engine's tables recorded it (`to_json`).
+    pub(crate) fn from_json(value: &JsonValue) -> Result<Codec, Error> {
         if value.is_null() || value == "json" {
             return Ok(Codec::Json);
         }
         let fields = value
             .get("protobuf")
             .and_then(JsonValue::as_array)
-            .ok_or("a codec this build does not know")?;
+            .ok_or_else(|| Error::Schema("a codec this build does not know".to_owned()))?;
         let field = |f: &JsonValue| -> Option<Field> {
             let column = f.get(0)?.as_str()?;
             let number = u32::try_from(f.get(1)?.as_u64()?).ok()?;
@@ -216,22 +219,24 @@ impl Codec {
         fields
             .iter()
             .map(|f| {
-                field(f).ok_or_else(|| format!("a protobuf field this build cannot read: {f}"))
+                field(f).ok_or_else(|| {
+                    Error::Schema(format!("a protobuf field this build cannot read: {f}"))
+                })
             })
             .collect::<Result<_, _>>()
             .map(Codec::Protobuf)
     }
 }
 
-fn decode_json(bytes: &[u8]) -> Result<Vec<(String, Cell)>, String> {
+fn decode_json(bytes: &[u8]) -> Result<Vec<(String, Cell)>, Error> {
     let value: JsonValue = serde_json::from_slice(bytes)
-        .map_err(|e| format!("the row does not decode as JSON: {e}"))?;
+        .map_err(|e| Error::row(format!("the row does not decode as JSON: {e}")))?;
     match value {
         JsonValue::Object(members) => Ok(members
             .into_iter()
             .map(|(name, value)| (name, Cell::Json(value)))
             .collect()),
-        _ => Err("the row is not a JSON object".to_owned()),
+        _ => Err(Error::row("the row is not a JSON object")),
     }
 }
 
@@ -241,11 +246,11 @@ const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 const FIXED32: u8 = 5;
 
-fn decode_protobuf(fields: &[Field], mut bytes: &[u8]) -> Result<Vec<(String, Cell)>, String> {
+fn decode_protobuf(fields: &[Field], mut bytes: &[u8]) -> Result<Vec<(String, Cell)>, Error> {
     let mut found: Vec<Option<Cell>> = vec![None; fields.len()];
     while !bytes.is_empty() {
         let key = varint(&mut bytes)?;
-        let number = u32::try_from(key >> 3).map_err(|_| "a field number too large")?;
+        let number = u32::try_from(key >> 3).map_err(|_| Error::row("a field number too large"))?;
         let wire = (key & 7) as u8;
         let payload = take_payload(&mut bytes, wire)?;
         let Some(at) = fields.iter().position(|f| f.number == number) else {
@@ -253,12 +258,12 @@ fn decode_protobuf(fields: &[Field], mut bytes: &[u8]) -> Result<Vec<(String, Ce
         };
         let field = &fields[at];
         if wire != field.kind.wire_type() {
-            return Err(format!(
+            return Err(Error::Row(format!(
                 "field {number} (`{}`) came as wire type {wire}, and a {} is {}",
                 field.column,
                 field.kind.name(),
                 field.kind.wire_type()
-            ));
+            )));
         }
         // A field that comes twice is its last value, as protobuf reads it.
         found[at] = Some(read_cell(field, payload)?);
@@ -293,16 +298,16 @@ enum Payload<'b> {
     Bytes(&'b [u8]),
 }
 
-fn take<'b>(bytes: &mut &'b [u8], n: usize) -> Result<&'b [u8], String> {
+fn take<'b>(bytes: &mut &'b [u8], n: usize) -> Result<&'b [u8], Error> {
     if bytes.len() < n {
-        return Err("the message ends inside a field".to_owned());
+        return Err(Error::row("the message ends inside a field"));
     }
     let (head, rest) = bytes.split_at(n);
     *bytes = rest;
     Ok(head)
 }
 
-fn take_payload<'b>(bytes: &mut &'b [u8], wire: u8) -> Result<Payload<'b>, String> {
+fn take_payload<'b>(bytes: &mut &'b [u8], wire: u8) -> Result<Payload<'b>, Error> {
     match wire {
         VARINT => varint(bytes).map(Payload::Number),
         FIXED64 => Ok(Payload::Number(u64::from_le_bytes(
@@ -313,19 +318,21 @@ fn take_payload<'b>(bytes: &mut &'b [u8], wire: u8) -> Result<Payload<'b>, Strin
         )))),
         LEN => {
             let n = varint(bytes)?;
-            let n = usize::try_from(n).map_err(|_| "a length too large")?;
+            let n = usize::try_from(n).map_err(|_| Error::row("a length too large"))?;
             take(bytes, n).map(Payload::Bytes)
         }
-        other => Err(format!("wire type {other}, which no row field has")),
+        other => Err(Error::Row(format!(
+            "wire type {other}, which no row field has"
+        ))),
     }
 }
 
-fn read_cell(field: &Field, payload: Payload<'_>) -> Result<Cell, String> {
-    let out_of_range = || format!("field `{}`: a value out of range", field.column);
+fn read_cell(field: &Field, payload: Payload<'_>) -> Result<Cell, Error> {
+    let out_of_range = || Error::Row(format!("field `{}`: a value out of range", field.column));
     Ok(match (field.kind, payload) {
         (Kind::String, Payload::Bytes(b)) => Cell::Json(JsonValue::String(
             std::str::from_utf8(b)
-                .map_err(|_| format!("field `{}` is no UTF-8 text", field.column))?
+                .map_err(|_| Error::Row(format!("field `{}` is no UTF-8 text", field.column)))?
                 .to_owned(),
         )),
         (Kind::Bytes, Payload::Bytes(b)) => Cell::Bytes(b.to_vec()),
@@ -345,16 +352,16 @@ fn read_cell(field: &Field, payload: Payload<'_>) -> Result<Cell, String> {
             ))
         }
         _ => {
-            return Err(format!(
+            return Err(Error::Row(format!(
                 "field `{}` is not a {}",
                 field.column,
                 field.kind.name()
-            ))
+            )))
         }
     })
 }
 
-fn varint(bytes: &mut &[u8]) -> Result<u64, String> {
+fn varint(bytes: &mut &[u8]) -> Result<u64, Error> {
     let mut value = 0u64;
     for (i, &byte) in bytes.iter().enumerate().take(10) {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -363,7 +370,7 @@ fn varint(bytes: &mut &[u8]) -> Result<u64, String> {
             return Ok(value);
         }
     }
-    Err("a varint that does not end".to_owned())
+    Err(Error::row("a varint that does not end"))
 }
 
 fn put_varint(out: &mut Vec<u8>, mut value: u64) {
@@ -374,7 +381,7 @@ fn put_varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-fn encode_protobuf(fields: &[Field], cells: &[(&str, Cell)]) -> Result<Vec<u8>, String> {
+fn encode_protobuf(fields: &[Field], cells: &[(&str, Cell)]) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
     for field in fields {
         let Some((_, cell)) = cells
@@ -400,9 +407,9 @@ fn encode_protobuf(fields: &[Field], cells: &[(&str, Cell)]) -> Result<Vec<u8>, 
 }
 
 /// Writes one field's payload; answers whether it is its kind's default.
-fn write_payload(field: &Field, cell: &Cell, out: &mut Vec<u8>) -> Result<bool, String> {
-    let not_a = |what: &str| format!("column `{}` holds no {what}", field.column);
-    let integer = || -> Result<i64, String> {
+fn write_payload(field: &Field, cell: &Cell, out: &mut Vec<u8>) -> Result<bool, Error> {
+    let not_a = |what: &str| Error::Row(format!("column `{}` holds no {what}", field.column));
+    let integer = || -> Result<i64, Error> {
         match cell {
             Cell::Json(JsonValue::Number(n)) => n.as_i64(),
             Cell::Json(JsonValue::String(s)) => s.parse().ok(),

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value as JsonValue};
 
+use crate::error::Error;
 use crate::model::codec::{Codec, Kind};
 
 // How a table is shared, and how a setting takes a wish: the same words
@@ -226,7 +227,8 @@ impl Table {
         })
     }
 
-    pub(crate) fn from_json(value: &JsonValue) -> Result<Table, String> {
+    /// A declaration as the engine's tables recorded it (`to_json`).
+    pub(crate) fn from_json(value: &JsonValue) -> Result<Table, Error> {
         let text = |field: &str| value.get(field).and_then(JsonValue::as_str);
         let list = |field: &str| -> Vec<String> {
             value
@@ -239,10 +241,12 @@ impl Table {
                 })
                 .unwrap_or_default()
         };
-        let name = text("name").ok_or("a declaration without a name")?;
+        let name =
+            text("name").ok_or_else(|| Error::Schema("a declaration without a name".to_owned()))?;
+        let unread = |why: String| Error::Schema(format!("table `{name}`: {why}"));
         let mirror = text("mirror")
             .and_then(Mirror::from_name)
-            .ok_or_else(|| format!("table `{name}`: no mirror this build knows"))?;
+            .ok_or_else(|| unread("no mirror this build knows".to_owned()))?;
         let mut table = Table::new(name, mirror);
         table.key = value
             .get("key")
@@ -255,14 +259,13 @@ impl Table {
         table.replica_owned = list("replica_owned");
         table.desired = list("desired");
         table.apply = match text("apply") {
-            Some(a) => Some(
-                Apply::from_name(a)
-                    .ok_or_else(|| format!("table `{name}`: apply `{a}` is unknown"))?,
-            ),
+            Some(a) => {
+                Some(Apply::from_name(a).ok_or_else(|| unread(format!("apply `{a}` is unknown")))?)
+            }
             None => None,
         };
         table.codec = Codec::from_json(value.get("codec").unwrap_or(&JsonValue::Null))
-            .map_err(|e| format!("table `{name}`: {e}"))?;
+            .map_err(|e| e.within(&format!("table `{name}`")))?;
         Ok(table)
     }
 }
@@ -345,8 +348,10 @@ impl Tables {
     }
 
     #[cfg(test)]
-    pub(crate) fn from_json(value: &JsonValue) -> Result<Tables, String> {
-        let list = value.as_array().ok_or("the declarations are no list")?;
+    pub(crate) fn from_json(value: &JsonValue) -> Result<Tables, Error> {
+        let list = value
+            .as_array()
+            .ok_or_else(|| Error::Schema("the declarations are no list".to_owned()))?;
         Ok(Tables::new(
             list.iter()
                 .map(Table::from_json)

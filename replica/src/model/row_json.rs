@@ -26,6 +26,7 @@ use rusqlite::types::{Value as SqlValue, ValueRef};
 use serde_json::Value as JsonValue;
 use uuid::Uuid;
 
+use crate::error::Error;
 use crate::model::shape::{ColumnKind, Shape};
 use crate::model::value::{hex, Cell};
 
@@ -71,9 +72,9 @@ pub(crate) fn to_json(kind: ColumnKind, value: ValueRef<'_>) -> JsonValue {
 }
 
 /// A codec's cell as the SQLite value a column of this kind stores.
-pub(crate) fn cell_to_sql(kind: ColumnKind, cell: &Cell) -> Result<SqlValue, String> {
+pub(crate) fn cell_to_sql(kind: ColumnKind, cell: &Cell) -> Result<SqlValue, Error> {
     match cell {
-        Cell::Json(value) => to_sql(kind, value).map_err(|e| e.to_string()),
+        Cell::Json(value) => to_sql(kind, value).map_err(|e| Error::Row(e.to_string())),
         Cell::Bytes(bytes) => Ok(SqlValue::Blob(bytes.clone())),
     }
 }

@@ -10,6 +10,11 @@
 //! Two ways to use it: the functions below, one call each, for a program
 //! that runs its own loop; or [`Queue`], the device loop's client, which
 //! keeps a connection, LISTENs on the replica's channel and reconnects.
+//!
+//! Either way every failure is the crate's [`Error`]: the server's database
+//! (or the way to it) failing is the transport's, `TransportDown` for now
+//! or `TransportRefused` for good, by its SQLSTATE; the replica's own are
+//! as `Replica` answers them.
 
 use std::time::Duration;
 
@@ -25,26 +30,14 @@ use crate::error::Error;
 use crate::replica::Replica;
 use crate::upload::{Refusal, Upload};
 
-/// What went wrong talking to the queue.
-#[derive(Debug, thiserror::Error)]
-pub enum QueueError {
-    /// The server's database (or the way to it) failed: ask again later.
-    #[error("the queue: {0}")]
-    Postgres(#[from] postgres::Error),
-    /// The replica could not take a message (its storage failed, or the
-    /// message speaks a later protocol): it stays in the queue.
-    #[error("the replica: {0}")]
-    Replica(#[from] Error),
-}
-
 /// The next message for the replica, and its id in the queue.
-pub fn next(pg: &mut Client, replica: &Replica) -> Result<Option<(String, Vec<u8>)>, QueueError> {
-    Ok(take(pg, replica.me())?)
+pub fn next(pg: &mut Client, replica: &Replica) -> Result<Option<(String, Vec<u8>)>, Error> {
+    take(pg, replica.me()).map_err(failure)
 }
 
 /// Releases the message `id`: answers whether the queue held it.
-pub fn ack(pg: &mut Client, replica: &Replica, id: &str) -> Result<bool, QueueError> {
-    Ok(release(pg, replica.me(), id)?)
+pub fn ack(pg: &mut Client, replica: &Replica, id: &str) -> Result<bool, Error> {
+    release(pg, replica.me(), id).map_err(failure)
 }
 
 const TAKE: &str = "SELECT id, message FROM sync.next($1)";
@@ -92,7 +85,7 @@ fn file(pg: &mut Client, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Err
 /// in order, and answers what the replica made of each. Stops without
 /// acknowledging at a message of a later protocol (an error) or when the
 /// replica's storage fails (an error: the message comes again).
-pub fn deliver(pg: &mut Client, replica: &mut Replica) -> Result<Vec<Received>, QueueError> {
+pub fn deliver(pg: &mut Client, replica: &mut Replica) -> Result<Vec<Received>, Error> {
     let mut received = Vec::new();
     while let Some((id, message)) = next(pg, replica)? {
         let answer = replica.receive(&message)?;
@@ -107,17 +100,14 @@ pub fn deliver(pg: &mut Client, replica: &mut Replica) -> Result<Vec<Received>, 
 /// Sends up everything the replica has to say, each Up filed by
 /// `sync.receive`, and answers what the server made of each. An Up the
 /// server's function refuses stays unsent and is built again next time.
-pub fn report(
-    pg: &mut Client,
-    replica: &mut Replica,
-) -> Result<Vec<serde_json::Value>, QueueError> {
+pub fn report(pg: &mut Client, replica: &mut Replica) -> Result<Vec<serde_json::Value>, Error> {
     let mut verdicts = Vec::new();
     while let Some(up) = replica.next_up()? {
         let verdict: String = match file(pg, replica.me(), &up.bytes) {
             Ok(verdict) => verdict,
             Err(e) => {
                 replica.refused(&up, Refusal::Transient)?;
-                return Err(e.into());
+                return Err(failure(e));
             }
         };
         replica.sent(&up)?;
@@ -131,7 +121,7 @@ pub fn report(
 pub fn run_once(
     pg: &mut Client,
     replica: &mut Replica,
-) -> Result<(Vec<Received>, Vec<serde_json::Value>), QueueError> {
+) -> Result<(Vec<Received>, Vec<serde_json::Value>), Error> {
     let received = deliver(pg, replica)?;
     let verdicts = report(pg, replica)?;
     Ok((received, verdicts))

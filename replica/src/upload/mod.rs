@@ -652,7 +652,7 @@ fn read_row(
     conn: &Connection,
     parts: &[key::KeyPart],
     reading: &Reading,
-) -> rusqlite::Result<Option<Result<Vec<u8>, String>>> {
+) -> rusqlite::Result<Option<Result<Vec<u8>, Error>>> {
     let mut statement = conn.prepare_cached(&reading.sql)?;
     let mut rows = statement.query(params_from_iter(key_to_sql(shape, parts)))?;
     let Some(row) = rows.next()? else {

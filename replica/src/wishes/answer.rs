@@ -18,6 +18,7 @@ use rusqlite::types::Value as SqlValue;
 use uuid::Uuid;
 
 use crate::engine::reject::cut;
+use crate::error::Error;
 use crate::model::row_json::key_to_sql;
 use crate::model::shape::{ColumnKind, Shape};
 use crate::sql::{attempt, quote, Attempt, Failure, Transaction};
@@ -130,7 +131,7 @@ fn write(o: &Offering<'_>, carry: &Carry) -> rusqlite::Result<Written> {
     }
     let next = match next_version(shape.columns[v].kind, &row[v], Utc::now()) {
         Ok(next) => next,
-        Err(why) => return Ok(Written::Refused(why)),
+        Err(why) => return Ok(Written::Refused(why.to_string())),
     };
     let sql = update(shape, carry.set.iter().map(|(i, _)| *i).chain([v]));
     let values: Vec<SqlValue> = carry
@@ -185,20 +186,24 @@ pub(crate) fn next_version(
     kind: ColumnKind,
     held: &SqlValue,
     now: DateTime<Utc>,
-) -> Result<SqlValue, String> {
+) -> Result<SqlValue, Error> {
     match (kind, held) {
-        (_, SqlValue::Integer(i)) => i
-            .checked_add(1)
-            .map(SqlValue::Integer)
-            .ok_or_else(|| format!("the version {i} is at its largest: it cannot move on")),
+        (_, SqlValue::Integer(i)) => i.checked_add(1).map(SqlValue::Integer).ok_or_else(|| {
+            Error::Row(format!(
+                "the version {i} is at its largest: it cannot move on"
+            ))
+        }),
         (ColumnKind::Integer, SqlValue::Null) => Ok(SqlValue::Integer(1)),
-        (ColumnKind::Integer, other) => Err(format!(
+        (ColumnKind::Integer, other) => Err(Error::Row(format!(
             "the version {other:?} is no integer: it cannot move on"
-        )),
+        ))),
         (_, SqlValue::Null) => Ok(SqlValue::Text(instant_text(&microseconds(now)))),
         (_, SqlValue::Text(text)) => {
-            let old = DateTime::parse_from_rfc3339(text)
-                .map_err(|_| format!("the version `{text}` is no instant: it cannot move on"))?;
+            let old = DateTime::parse_from_rfc3339(text).map_err(|_| {
+                Error::Row(format!(
+                    "the version `{text}` is no instant: it cannot move on"
+                ))
+            })?;
             let old = microseconds(old.with_timezone(&Utc));
             let now = microseconds(now);
             let next = if now > old {
@@ -208,9 +213,9 @@ pub(crate) fn next_version(
             };
             Ok(SqlValue::Text(instant_text(&next)))
         }
-        (_, other) => Err(format!(
+        (_, other) => Err(Error::Row(format!(
             "the version {other:?} is neither an integer nor an instant: it cannot move on"
-        )),
+        ))),
     }
 }
 

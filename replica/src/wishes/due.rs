@@ -11,6 +11,7 @@ use rusqlite::types::{Value as SqlValue, ValueRef};
 use serde_json::{Map, Value as JsonValue};
 use uuid::Uuid;
 
+use crate::error::Error;
 use crate::model::declare::{Apply, Mirror};
 use crate::model::row_json::{cell_to_sql, key_of_sql, key_to_sql, to_json, version_text};
 use crate::model::shape::Shape;
@@ -54,7 +55,7 @@ pub(crate) fn judge(o: &Offering<'_>, held: &Held) -> rusqlite::Result<Judged> {
         }
     };
     if let Err(why) = own_key(shape, &wanted, &key) {
-        return refused(why);
+        return refused(why.to_string());
     }
     if let Some(origin) = shape.origin.and_then(|i| wanted.get(&i)) {
         if !is_me(origin, o.me) {
@@ -118,37 +119,39 @@ pub(crate) fn setting<'s>(shapes: &'s [Shape], table: &str) -> Option<&'s Shape>
 }
 
 /// The row wished, as the values its columns would store, by column.
-fn read_wanted(shape: &Shape, bytes: &[u8]) -> Result<HashMap<usize, SqlValue>, String> {
+fn read_wanted(shape: &Shape, bytes: &[u8]) -> Result<HashMap<usize, SqlValue>, Error> {
     let mut values = HashMap::new();
     for (name, cell) in shape.codec.decode(bytes)? {
         let Some(i) = shape.column(&name) else {
             continue; // a column the replica does not have
         };
         let value = cell_to_sql(shape.columns[i].kind, &cell)
-            .map_err(|e| format!("column `{name}`: {e}"))?;
+            .map_err(|e| e.within(&format!("column `{name}`")))?;
         values.insert(i, value);
     }
     Ok(values)
 }
 
 /// The row wished is of the row the wish names.
-fn own_key(shape: &Shape, wanted: &HashMap<usize, SqlValue>, key: &str) -> Result<(), String> {
+fn own_key(shape: &Shape, wanted: &HashMap<usize, SqlValue>, key: &str) -> Result<(), Error> {
     let mut refs = Vec::with_capacity(shape.key.len());
     for &i in &shape.key {
         match wanted.get(&i) {
             Some(v) => refs.push(ValueRef::from(v)),
             None => {
-                return Err(format!(
+                return Err(Error::Row(format!(
                     "the row wished has no key column `{}`",
                     shape.columns[i].name
-                ))
+                )))
             }
         }
     }
     match key_of_sql(shape, &refs) {
         Some(own) if own == key => Ok(()),
-        Some(own) => Err(format!("the row wished is {own}, not the row {key}")),
-        None => Err("the row wished has no key of its table's types".to_owned()),
+        Some(own) => Err(Error::Row(format!(
+            "the row wished is {own}, not the row {key}"
+        ))),
+        None => Err(Error::row("the row wished has no key of its table's types")),
     }
 }
 

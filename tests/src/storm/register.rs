@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use magic_sync_replica::queue::{self, QueueError};
-use magic_sync_replica::{install, Received, Replica, Settings};
+use magic_sync_replica::queue;
+use magic_sync_replica::{install, Error, Received, Replica, Settings};
 use postgres::Client;
 use rusqlite::Connection;
 use uuid::Uuid;
@@ -103,7 +103,7 @@ impl Register {
     }
 
     /// Takes one message the transport delivered, noting a snapshot begun.
-    fn take(&mut self, bytes: &[u8]) -> Result<Received, QueueError> {
+    fn take(&mut self, bytes: &[u8]) -> Result<Received, Error> {
         let received = self.replica_mut().receive(bytes)?;
         let now = self.replica().last_applied()?.snapshot;
         if now.is_some() && now != self.snapshot {
@@ -115,7 +115,7 @@ impl Register {
 
     /// Takes, applies and acknowledges up to `most` messages; answers how
     /// many it took.
-    pub fn deliver(&mut self, pg: &mut Client, most: usize) -> Result<usize, QueueError> {
+    pub fn deliver(&mut self, pg: &mut Client, most: usize) -> Result<usize, Error> {
         let mut taken = 0;
         while taken < most {
             let Some((id, bytes)) = queue::next(pg, self.replica())? else {
@@ -129,14 +129,14 @@ impl Register {
     }
 
     /// Sends up what it has to say.
-    pub fn report(&mut self, pg: &mut Client) -> Result<(), QueueError> {
+    pub fn report(&mut self, pg: &mut Client) -> Result<(), Error> {
         queue::report(pg, self.replica_mut())?;
         Ok(())
     }
 
     /// The transport loses its next message: taken and acknowledged, never
     /// applied. Answers whether one waited.
-    pub fn lose(&mut self, pg: &mut Client) -> Result<bool, QueueError> {
+    pub fn lose(&mut self, pg: &mut Client) -> Result<bool, Error> {
         let Some((id, _)) = queue::next(pg, self.replica())? else {
             return Ok(false);
         };
@@ -145,7 +145,7 @@ impl Register {
     }
 
     /// Its next message delivered twice: applied, then again.
-    pub fn duplicate(&mut self, pg: &mut Client) -> Result<bool, QueueError> {
+    pub fn duplicate(&mut self, pg: &mut Client) -> Result<bool, Error> {
         let Some((id, bytes)) = queue::next(pg, self.replica())? else {
             return Ok(false);
         };
@@ -157,7 +157,7 @@ impl Register {
 
     /// Applies its next message and dies before acknowledging it: the
     /// program starts again on its file.
-    pub fn die_before_ack(&mut self, pg: &mut Client, deployed: bool) -> Result<bool, QueueError> {
+    pub fn die_before_ack(&mut self, pg: &mut Client, deployed: bool) -> Result<bool, Error> {
         let taken = match queue::next(pg, self.replica())? {
             Some((_, bytes)) => {
                 self.take(&bytes)?;
@@ -172,7 +172,7 @@ impl Register {
     /// Its storage busy (another connection holds the write lock) as its
     /// next message comes: not taken, not acknowledged. Answers whether
     /// one waited and was refused.
-    pub fn busy(&mut self, pg: &mut Client) -> Result<bool, QueueError> {
+    pub fn busy(&mut self, pg: &mut Client) -> Result<bool, Error> {
         let Some((_, bytes)) = queue::next(pg, self.replica())? else {
             return Ok(false);
         };

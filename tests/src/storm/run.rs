@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use magic_sync_replica::queue::QueueError;
+use magic_sync_replica::Error;
 use postgres::{Client, NoTls};
 use uuid::Uuid;
 
@@ -311,7 +311,7 @@ impl Storm {
 
     /// Takes what waits with `fault`; answers whether the fault came about
     /// (a message waited for it).
-    fn take_with(&mut self, i: usize, fault: Option<Fault>) -> Result<bool, QueueError> {
+    fn take_with(&mut self, i: usize, fault: Option<Fault>) -> Result<bool, Error> {
         let deployed = self.deployed;
         let pg = &mut self.device;
         let register = &mut self.registers[i];

@@ -79,6 +79,8 @@ pub fn code_of(error: &Error) -> u8 {
         | Error::Triggers(_)
         | Error::Schema(_)
         | Error::TransportDown(_)
-        | Error::TransportRefused(_) => FAILED,
+        | Error::TransportRefused(_)
+        // A row at fault is rejected inside the library, never answered.
+        | Error::Row(_) => FAILED,
     }
 }

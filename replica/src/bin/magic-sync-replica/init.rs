@@ -240,27 +240,13 @@ fn field(m: &mut Members<'_>) -> Option<Field> {
     let kind = m.named(
         "kind",
         Required::Yes,
-        kind_named,
+        Kind::from_name,
         "string, bytes, int64, sint64, uint64, int32, bool, double",
     );
     let optional = m.flag("optional");
     m.none_else(&["column", "number", "kind", "optional"]);
     let field = Field::new(column?, number?, kind?);
     Some(if optional { field.optional() } else { field })
-}
-
-fn kind_named(name: &str) -> Option<Kind> {
-    const KINDS: [Kind; 8] = [
-        Kind::String,
-        Kind::Bytes,
-        Kind::Int64,
-        Kind::Sint64,
-        Kind::Uint64,
-        Kind::Int32,
-        Kind::Bool,
-        Kind::Double,
-    ];
-    KINDS.into_iter().find(|k| k.name() == name)
 }
 
 fn lane(m: &mut Members<'_>) -> Option<Lane> {
