@@ -4,8 +4,12 @@
 //! restarted is. And the server half's part of the NATS conventions
 //! (`magic_sync_replica::transport::nats_subjects`) for tests that play
 //! it: the two streams, a replica's consumer, and the accounts config the
-//! book shows (docs/src/nats/).
+//! book shows (docs/src/nats/). And a JetStream cluster of such servers
+//! on loopback (`start_cluster`), each node running the book's
+//! docs/src/nats/cluster.conf, with what the tests ask of it: where each
+//! client is connected, which node leads a stream.
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,6 +23,8 @@ use uuid::Uuid;
 /// The account the book shows, and one device's user in it.
 pub const ACCOUNTS_TEMPLATE: &str = include_str!("../../docs/src/nats/accounts.conf");
 pub const DEVICE_TEMPLATE: &str = include_str!("../../docs/src/nats/device.conf");
+/// One node of the book's JetStream cluster: it includes `accounts.conf`.
+pub const CLUSTER_TEMPLATE: &str = include_str!("../../docs/src/nats/cluster.conf");
 
 /// The server half's user in the accounts config.
 pub const SERVER_USER: &str = "magic_sync";
@@ -27,6 +33,11 @@ pub struct NatsServer {
     dir: TempDir,
     port: u16,
     config: Option<PathBuf>,
+    /// Further options on its command line (a cluster node's name and
+    /// routes).
+    args: Vec<String>,
+    /// Its HTTP monitoring port, when it has one.
+    monitor: Option<u16>,
     child: Option<Child>,
     starts: u32,
 }
@@ -72,6 +83,8 @@ impl NatsServer {
             dir,
             port: free_port(),
             config,
+            args: Vec::new(),
+            monitor: None,
             child: None,
             starts: 0,
         };
@@ -155,6 +168,10 @@ impl NatsServer {
         if let Some(config) = &self.config {
             command.arg("-c").arg(config);
         }
+        if let Some(monitor) = self.monitor {
+            command.args(["-m", &monitor.to_string()]);
+        }
+        command.args(&self.args);
         let child = command.spawn().unwrap_or_else(|e| {
             panic!("cannot run nats-server (scripts/setup.sh installs it): {e}")
         });
@@ -254,6 +271,50 @@ impl NatsServer {
     /// What the server logged since it last started.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Whether it runs (it was not stopped or killed since it started).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// What its HTTP monitoring answers at `path` (`/varz`, `/connz`...),
+    /// as JSON. Panics when it was started without monitoring.
+    pub fn monitoring(&self, path: &str) -> serde_json::Value {
+        let port = self.monitor.expect("a server started with monitoring");
+        let mut http = TcpStream::connect(("127.0.0.1", port)).expect("the monitoring port");
+        http.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("a read timeout");
+        write!(
+            http,
+            "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .expect("asks the monitoring port");
+        let mut answer = String::new();
+        http.read_to_string(&mut answer)
+            .expect("the monitoring port answers");
+        let (_, body) = answer
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("an HTTP answer: {answer}"));
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("JSON from {path}: {e}: {body}"))
+    }
+
+    /// The names of the clients connected to it now (the name each gave
+    /// when it connected: `magic_sync relay`, `magic_sync replica <id>`).
+    pub fn client_names(&self) -> Vec<String> {
+        self.monitoring("/connz?limit=100000")["connections"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -358,5 +419,136 @@ fn copy_dir(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).expect("reads the directory") {
         let entry = entry.expect("an entry");
         std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copies a file");
+    }
+}
+
+/// A JetStream cluster of throwaway nats-servers on loopback: each node
+/// runs the book's `cluster.conf` (with `accounts.conf` beside it), its
+/// name, client port, route port and store given on its command line,
+/// which take the place of the file's hosts; routes between every node;
+/// HTTP monitoring on a port of each node's own. A node can be killed and
+/// started again like a lone server.
+pub struct NatsCluster {
+    pub nodes: Vec<NatsServer>,
+}
+
+/// Starts `size` nodes as one JetStream cluster, `accounts` (the book's
+/// accounts.conf, filled in: `accounts_config`) the account of each, and
+/// waits until they agree on a leader of the cluster's metadata.
+pub fn start_cluster(size: usize, accounts: &str) -> NatsCluster {
+    let routes: Vec<u16> = (0..size).map(|_| free_port()).collect();
+    let route_list = routes
+        .iter()
+        .map(|port| format!("nats-route://127.0.0.1:{port}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nodes = routes
+        .iter()
+        .enumerate()
+        .map(|(i, route)| {
+            let dir = tempfile::Builder::new()
+                .prefix("magic_sync-nats-node-")
+                .tempdir()
+                .expect("a scratch directory");
+            let config = dir.path().join("cluster.conf");
+            std::fs::write(&config, CLUSTER_TEMPLATE).expect("writes cluster.conf");
+            std::fs::write(dir.path().join("accounts.conf"), accounts)
+                .expect("writes accounts.conf");
+            let mut node = NatsServer {
+                dir,
+                port: free_port(),
+                config: Some(config),
+                args: vec![
+                    "--name".to_owned(),
+                    node_name(i),
+                    "--cluster".to_owned(),
+                    format!("nats://127.0.0.1:{route}"),
+                    "--routes".to_owned(),
+                    route_list.clone(),
+                ],
+                monitor: Some(free_port()),
+                child: None,
+                starts: 0,
+            };
+            node.spawn();
+            node
+        })
+        .collect();
+    let cluster = NatsCluster { nodes };
+    cluster.wait_for_a_metadata_leader();
+    cluster
+}
+
+/// The name of node `i` (from 0): `nats-1`, `nats-2`...
+pub fn node_name(i: usize) -> String {
+    format!("nats-{}", i + 1)
+}
+
+impl NatsCluster {
+    /// Every node's URL, comma-separated, as `magic_sync.nats_url` takes
+    /// them.
+    pub fn url_list(&self) -> String {
+        self.urls().join(",")
+    }
+
+    /// Every node's URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(NatsServer::url).collect()
+    }
+
+    /// The node of this name (`nats-2`): its index.
+    pub fn index_of(&self, name: &str) -> usize {
+        (0..self.nodes.len())
+            .find(|i| node_name(*i) == name)
+            .unwrap_or_else(|| panic!("no node named {name}"))
+    }
+
+    /// Waits until every node that runs knows a leader of the cluster's
+    /// metadata (JetStream answers nothing before).
+    pub fn wait_for_a_metadata_leader(&self) {
+        let began = Instant::now();
+        while !self
+            .nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .all(|n| n.log().contains("metadata leader"))
+        {
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "the nodes agreed on no metadata leader"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What a running node says of a stream of `account` (`/jsz`): its
+    /// config, state and cluster (leader, replicas), if it knows it.
+    pub fn stream(&self, account: &str, stream: &str) -> Option<serde_json::Value> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running())
+            .find_map(|node| {
+                let jsz = node.monitoring(&format!("/jsz?acc={account}&streams=true&config=true"));
+                jsz["account_details"]
+                    .as_array()?
+                    .iter()
+                    .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+                    .find(|s| s["name"] == stream)
+            })
+    }
+
+    /// The node that leads `stream` now, once one does: its index.
+    pub fn leader_of(&self, account: &str, stream: &str) -> Option<usize> {
+        self.stream(account, stream)
+            .and_then(|s| s["cluster"]["leader"].as_str().map(str::to_owned))
+            .filter(|name| !name.is_empty())
+            .map(|name| self.index_of(&name))
+    }
+
+    /// The running node a client of this name is connected to, if one is.
+    pub fn node_of_client(&self, name: &str) -> Option<usize> {
+        (0..self.nodes.len()).find(|i| {
+            self.nodes[*i].is_running() && self.nodes[*i].client_names().iter().any(|n| n == name)
+        })
     }
 }

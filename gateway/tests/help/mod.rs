@@ -432,6 +432,12 @@ impl Register {
         unfiled(&self.file)
     }
 
+    /// Every status seen so far, as text (`drain` first to take the
+    /// newest).
+    pub fn history(&self) -> &[String] {
+        &self.seen
+    }
+
     /// Every status seen so far, taken without waiting.
     pub fn drain(&mut self) -> Vec<String> {
         let now: Vec<String> = self.statuses.try_iter().map(|s| s.to_string()).collect();
@@ -593,10 +599,12 @@ impl RawLink {
 }
 
 /// A TCP proxy between devices and the gateway that can cut a connection
-/// in the middle of what the device sends next.
+/// in the middle of what the device sends next, or go silent both ways
+/// without closing anything (a network that stops carrying).
 pub struct Proxy {
     pub address: SocketAddr,
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Proxy {
@@ -607,7 +615,8 @@ impl Proxy {
         let address = listener.local_addr().unwrap();
         let target = gateway.address;
         let cut = Arc::new(AtomicBool::new(false));
-        let cutting = cut.clone();
+        let frozen = Arc::new(AtomicBool::new(false));
+        let (cutting, freezing) = (cut.clone(), frozen.clone());
         std::thread::spawn(move || {
             for device in listener.incoming() {
                 let Ok(device) = device else { return };
@@ -615,12 +624,17 @@ impl Proxy {
                     continue;
                 };
                 let (d2, u2) = (device.try_clone().unwrap(), upstream.try_clone().unwrap());
-                let cutting = cutting.clone();
-                std::thread::spawn(move || copy(device, upstream, Some(cutting)));
-                std::thread::spawn(move || copy(u2, d2, None));
+                let (cutting, up_frozen, down_frozen) =
+                    (cutting.clone(), freezing.clone(), freezing.clone());
+                std::thread::spawn(move || copy(device, upstream, Some(cutting), up_frozen));
+                std::thread::spawn(move || copy(u2, d2, None, down_frozen));
             }
         });
-        Proxy { address, cut }
+        Proxy {
+            address,
+            cut,
+            frozen,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -632,28 +646,77 @@ impl Proxy {
     pub fn cut_the_next_frame_midway(&self) {
         self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Carries nothing more either way, and closes nothing: each side's
+    /// bytes wait, unread, until `thaw`.
+    pub fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Carries again what waited, and what comes.
+    pub fn thaw(&self) {
+        self.frozen
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 fn copy(
     mut from: TcpStream,
     mut to: TcpStream,
     cut: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
-    use std::io::{Read, Write};
+    use std::io::{ErrorKind, Read, Write};
+    use std::net::Shutdown;
+    use std::sync::atomic::Ordering;
+    // Reads in short slices, so that what it holds while frozen goes on
+    // as soon as it thaws.
+    let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
     let mut buffer = [0u8; 65536];
+    // What came while frozen, or the end of the stream: held, as a
+    // network that stops carrying holds it, until it thaws.
+    let mut held: Vec<u8> = Vec::new();
+    let mut ended = false;
+    // The other end went away: what comes is read and dropped, as a
+    // network drops what it cannot deliver, until this end ends too.
+    let mut gone = false;
     loop {
-        let n = match from.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let cutting = cut
-            .as_ref()
-            .is_some_and(|c| c.swap(false, std::sync::atomic::Ordering::SeqCst));
-        let forward = if cutting { n.div_ceil(2) } else { n };
-        if to.write_all(&buffer[..forward]).is_err() || cutting {
+        if !ended {
+            match from.read(&mut buffer) {
+                Ok(0) => ended = true,
+                Ok(n) => held.extend_from_slice(&buffer[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => ended = true,
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if frozen.load(Ordering::SeqCst) {
+            continue;
+        }
+        if !held.is_empty() {
+            let cutting = cut
+                .as_ref()
+                .is_some_and(|c| c.swap(false, Ordering::SeqCst));
+            let forward = if cutting {
+                held.len().div_ceil(2)
+            } else {
+                held.len()
+            };
+            gone = gone || to.write_all(&held[..forward]).is_err();
+            held.clear();
+            if cutting {
+                // Cut: the connection ends both ways at once.
+                let _ = from.shutdown(Shutdown::Both);
+                let _ = to.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+        if ended {
             break;
         }
     }
-    let _ = from.shutdown(std::net::Shutdown::Both);
-    let _ = to.shutdown(std::net::Shutdown::Both);
+    // One way ends; the other carries on until it ends too.
+    let _ = from.shutdown(Shutdown::Read);
+    let _ = to.shutdown(Shutdown::Write);
 }

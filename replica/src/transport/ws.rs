@@ -11,6 +11,12 @@
 //! short. Several replicas may share one link ([`WsLink`]): each
 //! replica's loop has its own [`Ws`], a topic of that link.
 //!
+//! Several gateways in front of one database are given as a list
+//! (`WsSettings::urls`): a link connects to the first that answers,
+//! trying them in turn, and a link that ended (its gateway stopped, or
+//! silent past two pings or a request's timeout) is made again starting
+//! with the gateway after it.
+//!
 //! ```no_run
 //! use magic_sync_replica::transport::ws::{Ws, WsSettings};
 //! use magic_sync_replica::transport::{run, Control, Options};
@@ -34,7 +40,7 @@
 //! ```
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -44,6 +50,7 @@ use magic_sync_gateway::link::reasons::{LATER_PROTOCOL, NOT_ALLOWED};
 use magic_sync_gateway::link::{root_of, topic_name, Frame, Reason, Request};
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc as async_mpsc;
+use tokio::sync::Notify;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -56,15 +63,18 @@ use crate::{Error, Replica, Upload};
 /// What the device says of the gateway.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WsSettings {
-    /// The gateway's link: `ws://host:port/link`.
-    pub url: String,
+    /// The gateways' links, `ws://host:port/link`, tried in turn: one
+    /// gateway, or several in front of the same database.
+    pub urls: Vec<String>,
     /// The credentials the link presents (`Authorization: Bearer`), each
     /// allowing one replica.
     pub credentials: Vec<String>,
     /// How long connecting, opening the topic, or an Up's answer may take.
     pub request_timeout: Duration,
     /// How often the link says it is there, when it has nothing else to
-    /// say (the gateway closes a link that is silent for its timeout).
+    /// say (the gateway closes a link that is silent for its timeout). A
+    /// gateway that answers nothing, not even a ping, for twice this long
+    /// is taken for gone: the link ends, and is made again.
     pub ping_every: Duration,
     /// The server's message limit: an Up larger than this is refused here
     /// for good, as the gateway would.
@@ -74,7 +84,7 @@ pub struct WsSettings {
 impl WsSettings {
     pub fn new(url: impl Into<String>, credential: impl Into<String>) -> WsSettings {
         WsSettings {
-            url: url.into(),
+            urls: vec![url.into()],
             credentials: vec![credential.into()],
             request_timeout: Duration::from_secs(30),
             ping_every: Duration::from_secs(20),
@@ -117,7 +127,12 @@ struct Routes {
 #[derive(Clone)]
 struct Up {
     generation: u64,
+    /// Which of the settings' gateways it is connected to.
+    gateway: usize,
     alive: Arc<AtomicBool>,
+    /// Ends the link (a request went unanswered): every topic on it hears
+    /// that it ended, and connects again.
+    end: Arc<Notify>,
     outgoing: async_mpsc::UnboundedSender<Message>,
     routes: Arc<Mutex<Routes>>,
 }
@@ -131,6 +146,8 @@ pub struct WsLink {
     generations: Arc<AtomicU64>,
     /// Topic numbers are never reused on one link, nor across links here.
     numbers: Arc<AtomicU64>,
+    /// The gateway the next link tries first.
+    first: Arc<AtomicUsize>,
 }
 
 fn runtime() -> &'static Runtime {
@@ -161,27 +178,58 @@ impl WsLink {
             state: Arc::new(Mutex::new(None)),
             generations: Arc::new(AtomicU64::new(0)),
             numbers: Arc::new(AtomicU64::new(0)),
+            first: Arc::new(AtomicUsize::new(0)),
         }
     }
 
     /// The link as it is now, connected first when it is not up.
     fn ensure(&self) -> Result<Up, Error> {
         let mut state = lock(&self.state);
-        if let Some(up) = state.as_ref().filter(|up| up.alive.load(Ordering::Acquire)) {
-            return Ok(up.clone());
+        match state.as_ref() {
+            Some(up) if up.alive.load(Ordering::Acquire) => return Ok(up.clone()),
+            // The link ended: the next one begins with the gateway after
+            // its own.
+            Some(ended) => {
+                let count = self.settings.urls.len().max(1);
+                self.first
+                    .store((ended.gateway + 1) % count, Ordering::Relaxed);
+            }
+            None => {}
         }
+        *state = None;
         let up = self.connect()?;
         *state = Some(up.clone());
         Ok(up)
     }
 
+    /// Connects to the first gateway that answers, trying each in turn
+    /// from `first`; a refused credential is refused for good at once.
     fn connect(&self) -> Result<Up, Error> {
-        let mut request = self
-            .settings
-            .url
+        let count = self.settings.urls.len();
+        if count == 0 {
+            return Err(Error::TransportRefused("no gateway to connect to".into()));
+        }
+        let first = self.first.load(Ordering::Relaxed) % count;
+        let mut failed = None;
+        for gateway in (first..count).chain(0..first) {
+            match self.connect_to(gateway) {
+                Ok(up) => {
+                    self.first.store(gateway, Ordering::Relaxed);
+                    return Ok(up);
+                }
+                Err(e @ Error::TransportRefused(_)) => return Err(e),
+                Err(e) => failed = Some(e),
+            }
+        }
+        Err(failed.unwrap_or_else(|| down("no gateway answered")))
+    }
+
+    fn connect_to(&self, gateway: usize) -> Result<Up, Error> {
+        let url = &self.settings.urls[gateway];
+        let mut request = url
             .as_str()
             .into_client_request()
-            .map_err(|e| Error::TransportRefused(format!("{}: {e}", self.settings.url)))?;
+            .map_err(|e| Error::TransportRefused(format!("{url}: {e}")))?;
         for token in &self.settings.credentials {
             let value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| Error::TransportRefused("a credential that is no header".into()))?;
@@ -194,29 +242,27 @@ impl WsLink {
         let connected =
             runtime().block_on(async { tokio::time::timeout(timeout, connecting).await });
         let (socket, _) = match connected {
-            Err(_) => {
-                return Err(down(format!(
-                    "{}: no answer in {timeout:?}",
-                    self.settings.url
-                )))
-            }
-            Ok(Err(e)) => return Err(refusal_of_handshake(&self.settings.url, e)),
+            Err(_) => return Err(down(format!("{url}: no answer in {timeout:?}"))),
+            Ok(Err(e)) => return Err(refusal_of_handshake(url, e)),
             Ok(Ok(connected)) => connected,
         };
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let alive = Arc::new(AtomicBool::new(true));
+        let end = Arc::new(Notify::new());
         let routes = Arc::new(Mutex::new(Routes::default()));
         let (outgoing, queued) = async_mpsc::unbounded_channel();
         runtime().spawn(drive(
             socket,
             queued,
             routes.clone(),
-            alive.clone(),
+            (alive.clone(), end.clone()),
             self.settings.ping_every,
         ));
         Ok(Up {
             generation,
+            gateway,
             alive,
+            end,
             outgoing,
             routes,
         })
@@ -240,21 +286,24 @@ fn refusal_of_handshake(url: &str, error: tokio_tungstenite::tungstenite::Error)
 }
 
 /// The link's life on the runtime: sends what the topics queue, pings
-/// when quiet, and routes what it hears, until the socket ends.
+/// when quiet, and routes what it hears, until the socket ends, the
+/// gateway says nothing for two pings, or a topic ends it (`end`).
 async fn drive(
     socket: tokio_tungstenite::WebSocketStream<
         tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
     >,
     mut queued: async_mpsc::UnboundedReceiver<Message>,
     routes: Arc<Mutex<Routes>>,
-    alive: Arc<AtomicBool>,
+    (alive, end): (Arc<AtomicBool>, Arc<Notify>),
     ping_every: Duration,
 ) {
     let (mut sink, mut stream) = socket.split();
     let mut ping = tokio::time::interval(ping_every);
     let mut pings = 0u64;
+    let mut heard_at = tokio::time::Instant::now();
     let why = loop {
         tokio::select! {
+            _ = end.notified() => break "a request went unanswered".to_owned(),
             out = queued.recv() => {
                 let Some(out) = out else { break "the device let go of the link".to_owned() };
                 if let Err(e) = sink.send(out).await {
@@ -263,27 +312,33 @@ async fn drive(
                 ping.reset();
             }
             _ = ping.tick() => {
+                if heard_at.elapsed() > ping_every * 2 {
+                    break format!("the gateway said nothing for {:?}", heard_at.elapsed());
+                }
                 pings += 1;
                 let text = Request::Ping { id: pings }.to_text();
                 if let Err(e) = sink.send(Message::Text(text.into())).await {
                     break format!("sending: {e}");
                 }
             }
-            heard = stream.next() => match heard {
-                Some(Ok(Message::Binary(bytes))) => match on_frame(&bytes, &routes) {
-                    Ok(()) => {}
-                    Err(LinkEnd::Faulted(why)) => break why,
-                    Err(LinkEnd::NotAFrame(reason, why)) => {
-                        let fault = Frame::Fault { topic: 0, reason: reason.to_owned(), message: why.clone() };
-                        let _ = sink.send(Message::Binary(fault.encode().into())).await;
-                        break why;
-                    }
-                },
-                Some(Ok(Message::Text(text))) => on_request(text.as_str(), &routes),
-                Some(Ok(Message::Close(_))) | None => break "the gateway closed the link".to_owned(),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => break format!("the link: {e}"),
-            },
+            heard = stream.next() => {
+                heard_at = tokio::time::Instant::now();
+                match heard {
+                    Some(Ok(Message::Binary(bytes))) => match on_frame(&bytes, &routes) {
+                        Ok(()) => {}
+                        Err(LinkEnd::Faulted(why)) => break why,
+                        Err(LinkEnd::NotAFrame(reason, why)) => {
+                            let fault = Frame::Fault { topic: 0, reason: reason.to_owned(), message: why.clone() };
+                            let _ = sink.send(Message::Binary(fault.encode().into())).await;
+                            break why;
+                        }
+                    },
+                    Some(Ok(Message::Text(text))) => on_request(text.as_str(), &routes),
+                    Some(Ok(Message::Close(_))) | None => break "the gateway closed the link".to_owned(),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break format!("the link: {e}"),
+                }
+            }
         }
     };
     alive.store(false, Ordering::Release);
@@ -382,6 +437,7 @@ fn on_request(text: &str, routes: &Mutex<Routes>) {
 /// The topic a replica has open on the link now.
 struct Open {
     generation: u64,
+    end: Arc<Notify>,
     mine: u64,
     outgoing: async_mpsc::UnboundedSender<Message>,
     routes: Arc<Mutex<Routes>>,
@@ -494,7 +550,13 @@ impl Ws {
             let heard = match self.inbox.recv_timeout(left) {
                 Ok(heard) => heard,
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(down(format!("no answer in {timeout:?}")))
+                    // A gateway that does not answer may be gone without
+                    // a word (a host lost, a network cut): the link is
+                    // made again, from the next gateway.
+                    if let Some(open) = &self.open {
+                        open.end.notify_one();
+                    }
+                    return Err(down(format!("no answer in {timeout:?}")));
                 }
                 Err(RecvTimeoutError::Disconnected) => return Err(down("the link ended")),
             };
@@ -533,6 +595,7 @@ impl Transport for Ws {
         while self.inbox.try_recv().is_ok() {}
         let Up {
             generation,
+            end,
             outgoing,
             routes,
             ..
@@ -546,6 +609,7 @@ impl Transport for Ws {
         }
         self.open = Some(Open {
             generation,
+            end,
             mine,
             outgoing,
             routes,
