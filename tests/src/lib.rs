@@ -5,7 +5,8 @@
 //! relay worker: the shop with its worker running over a transport
 //! (`worker_shop`), and registers running the device loop that stamp
 //! their commits (`registers`). For fuzzing both receives: the mutation
-//! engine and the replica's half of the harness (`fuzz`).
+//! engine and the replica's half of the harness (`fuzz`). The end-to-end
+//! tests' shop, on both sides (`shop`).
 
 pub mod args;
 pub mod cluster;
@@ -15,6 +16,7 @@ pub mod killed_register;
 pub mod nats;
 pub mod registers;
 pub mod relaying;
+pub mod shop;
 pub mod storm;
 pub mod walk;
 pub mod worker_shop;

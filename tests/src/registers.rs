@@ -28,11 +28,8 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 use uuid::Uuid;
 
-pub const REGISTER_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS products (
-        id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL,
-        price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL);
-";
+/// The shop's register: its copy of the products.
+pub use crate::shop::REGISTER as REGISTER_SCHEMA;
 
 /// `price_cents`, in the order of `REGISTER_SCHEMA`.
 const PRICE_COLUMN: c_int = 2;

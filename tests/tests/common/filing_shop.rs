@@ -14,17 +14,11 @@ use postgres::Client;
 use tempfile::TempDir;
 use uuid::Uuid;
 
-pub const SERVER_SCHEMA: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (
-        id     uuid PRIMARY KEY,
-        name   text NOT NULL,
-        active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (
-        id          uuid PRIMARY KEY,
-        name        text NOT NULL,
-        price_cents bigint NOT NULL,
-        updated_at  timestamptz NOT NULL DEFAULT now());
+/// The end-to-end tests' shop (`magic_sync_tests::shop`), and what is
+/// filed: receipts, each register's state and its footers.
+pub const SERVER_SCHEMA: &str = concat!(
+    magic_sync_tests::head_office!(),
+    "
     CREATE TABLE shop.receipts (
         id          uuid PRIMARY KEY,
         register_id uuid NOT NULL,
@@ -42,8 +36,6 @@ pub const SERVER_SCHEMA: &str = "
         text        text NOT NULL,
         changed_at  timestamptz NOT NULL,
         PRIMARY KEY (register_id, id));
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
     SELECT sync.declare_table('shop.receipts', mirror => 'record', origin => 'register_id',
                               unmirrored => '{received_at}');
     SELECT sync.declare_table('shop.register_state', mirror => 'both',
@@ -51,8 +43,11 @@ pub const SERVER_SCHEMA: &str = "
                               replica_owned => '{battery}');
     SELECT sync.declare_table('shop.footers', mirror => 'setting', origin => 'register_id',
                               version => 'changed_at', desired => '{text}');
-";
+"
+);
 
+/// A register of this shop. Its products are not quite the tests' shop's:
+/// they are declared with a retired column (`retired_at`).
 pub const REGISTER_SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS products (
         id          BLOB PRIMARY KEY NOT NULL,

@@ -15,28 +15,7 @@ use rusqlite::Connection;
 use tempfile::TempDir;
 use uuid::Uuid;
 
-pub const SERVER_SCHEMA: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (
-        id     uuid PRIMARY KEY,
-        name   text NOT NULL,
-        active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (
-        id          uuid PRIMARY KEY,
-        name        text NOT NULL,
-        price_cents bigint NOT NULL,
-        updated_at  timestamptz NOT NULL DEFAULT now());
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
-";
-
-pub const REGISTER_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS products (
-        id          BLOB PRIMARY KEY NOT NULL,
-        name        TEXT NOT NULL,
-        price_cents INTEGER NOT NULL,
-        updated_at  TEXT NOT NULL);
-";
+pub use magic_sync_tests::shop::{HEAD_OFFICE as SERVER_SCHEMA, REGISTER as REGISTER_SCHEMA};
 
 /// A product as both sides hold it: id, name, price, instant as text.
 pub type Product = (Uuid, String, i64, String);
