@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The import graph of both crates, as their own sources say it: for each
 # module of the crate root (a folder or a file), the modules it takes names
-# from (`use crate::x` and `crate::x::` paths), in the order lib.rs lists
-# the modules, bottom up; an import from a module listed later runs back
-# up, and is printed as such. Names taken from the crate root itself
-# (`use crate::Name`) are counted apart. Exits non-zero when an import runs
-# back up.
+# from (`use crate::x`, `crate::x::` paths and `use crate::{x, y}`
+# groups), in the order lib.rs lists the modules, bottom up; an import from
+# a module listed later runs back up, and is printed as such. Names taken
+# from the crate root itself (`use crate::Name`) are counted apart. Exits
+# non-zero when an import runs back up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 - "$@" <<'PY'
@@ -22,7 +22,11 @@ for crate in ["pg_magic_sync", "replica"]:
             continue
         top = rel.parts[0].removesuffix(".rs")
         text = path.read_text()
-        for target in re.findall(r"\bcrate::(\w+)", text):
+        # `crate::x` paths, and each name of a `use crate::{a, b::c}` group.
+        targets = re.findall(r"\bcrate::(\w+)", text)
+        for group in re.findall(r"\bcrate::\{([^}]*)\}", text):
+            targets += re.findall(r"(?:^|,)\s*(\w+)", group)
+        for target in targets:
             if target in order and target != top:
                 edges.setdefault(top, set()).add(target)
             elif target not in order:
