@@ -45,4 +45,15 @@ else
     cargo pgrx test pg15 -p magic_sync --pgdata "$pgdata/data"
 fi
 
+say "the Debian package: dpkg -i, CREATE EXTENSION, dpkg -r, the machine's files put back"
+# Last, on its own: the package's files replace the extension's files on
+# this machine (those the steps above installed) for the few seconds
+# PostgreSQL reads them, and the test puts them back and holds them to be
+# byte for byte what they were (tests/tests/package.rs). The package is
+# made as a release's is, of a debug build, which reuses what the steps
+# above compiled (a release build takes ten minutes more on 2 cores).
+deb=$(bash scripts/package.sh --debug)
+MAGIC_SYNC_PACKAGE="$deb" timeout --foreground 10m \
+    cargo test -p magic_sync_tests --test package -- --ignored --test-threads=1
+
 say "all tests passed"
