@@ -44,12 +44,18 @@ pub struct NatsServer {
 
 /// Starts a nats-server with JetStream, and no accounts.
 pub fn start() -> NatsServer {
-    NatsServer::start(None)
+    NatsServer::start(None, false)
 }
 
 /// Starts a nats-server with JetStream and this config file's text.
 pub fn start_with_config(config: &str) -> NatsServer {
-    NatsServer::start(Some(config))
+    NatsServer::start(Some(config), false)
+}
+
+/// Starts a nats-server with JetStream, no accounts, and its HTTP
+/// monitoring on a port of its own (`monitoring`, `stream`).
+pub fn start_monitored() -> NatsServer {
+    NatsServer::start(None, true)
 }
 
 fn binary() -> PathBuf {
@@ -69,7 +75,7 @@ fn free_port() -> u16 {
 }
 
 impl NatsServer {
-    fn start(config: Option<&str>) -> NatsServer {
+    fn start(config: Option<&str>, monitored: bool) -> NatsServer {
         let dir = tempfile::Builder::new()
             .prefix("magic_sync-nats-")
             .tempdir()
@@ -84,7 +90,7 @@ impl NatsServer {
             port: free_port(),
             config,
             args: Vec::new(),
-            monitor: None,
+            monitor: monitored.then(free_port),
             child: None,
             starts: 0,
         };
@@ -302,6 +308,15 @@ impl NatsServer {
             .split_once("\r\n\r\n")
             .unwrap_or_else(|| panic!("an HTTP answer: {answer}"));
         serde_json::from_str(body).unwrap_or_else(|e| panic!("JSON from {path}: {e}: {body}"))
+    }
+
+    /// What it says of a stream (`/jsz`): its config, state (messages,
+    /// bytes, consumers) and cluster, if it holds it.
+    pub fn stream(&self, stream: &str) -> Option<serde_json::Value> {
+        stream_in(
+            &self.monitoring("/jsz?accounts=true&streams=true&config=true"),
+            stream,
+        )
     }
 
     /// The names of the clients connected to it now (the name each gave
@@ -528,12 +543,10 @@ impl NatsCluster {
             .iter()
             .filter(|n| n.is_running())
             .find_map(|node| {
-                let jsz = node.monitoring(&format!("/jsz?acc={account}&streams=true&config=true"));
-                jsz["account_details"]
-                    .as_array()?
-                    .iter()
-                    .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
-                    .find(|s| s["name"] == stream)
+                stream_in(
+                    &node.monitoring(&format!("/jsz?acc={account}&streams=true&config=true")),
+                    stream,
+                )
             })
     }
 
@@ -551,4 +564,13 @@ impl NatsCluster {
             self.nodes[*i].is_running() && self.nodes[*i].client_names().iter().any(|n| n == name)
         })
     }
+}
+
+/// A stream's details in what `/jsz` answered, whatever its account.
+fn stream_in(jsz: &serde_json::Value, stream: &str) -> Option<serde_json::Value> {
+    jsz["account_details"]
+        .as_array()?
+        .iter()
+        .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+        .find(|s| s["name"] == stream)
 }
