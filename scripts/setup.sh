@@ -2,13 +2,13 @@
 # Installs what magic_sync needs on a fresh Debian machine, and nothing it
 # already has: PostgreSQL 15 with its headers, clang for bindgen, sudo (for
 # `cargo pgrx test --runas`), nats-server, Chromium (the dashboard's browser
-# test), promtool, cargo-pgrx 0.18.0 and its init, and the dashboard's Node
+# test), sqlite3 (the quick start's shell blocks), promtool, cargo-pgrx 0.18.0 and its init, and the dashboard's Node
 # packages.
 # Safe to run again: each step checks first.
 set -euo pipefail
 
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-PACKAGES=(postgresql-15 postgresql-server-dev-15 clang libclang-dev sudo pkg-config nats-server chromium)
+PACKAGES=(postgresql-15 postgresql-server-dev-15 clang libclang-dev sudo pkg-config nats-server chromium sqlite3)
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 

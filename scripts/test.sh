@@ -15,8 +15,16 @@ say "formatting and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+say "released steps of the extension's SQL, unchanged"
+bash scripts/released.sh
+
 say "installing the extension into PostgreSQL 15"
 cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG"
+
+say "the previous release's library, for the upgrade test"
+# Built from the commit sql/releases.txt names (once: it is kept under
+# target-releases/), outside the tests' own cargo run.
+bash scripts/release-library.sh 0.1.0 >/dev/null
 
 say "the dashboard: types, type check, build, vitest, the page in a browser"
 # dashboard/ (issue 33): its types held to the engine's answers and the

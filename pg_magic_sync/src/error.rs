@@ -62,6 +62,16 @@ pub enum Error {
         key: String,
         bytes: usize,
     },
+    /// The extension's SQL installed in this database is of another
+    /// version than this library: an upgrade half done, the operator's to
+    /// finish with `ALTER EXTENSION magic_sync UPDATE` (the library was
+    /// installed, the database's SQL not yet moved on).
+    #[error(
+        "magic_sync: the extension installed in this database is version {installed}, and this \
+         library is {library}",
+        library = crate::version::LIBRARY
+    )]
+    OtherVersion { installed: String },
     /// A refusal the engine's SQL makes on purpose (sql/*.sql, through
     /// `sync_internal.refuse`), under the SQLSTATE that says whose fault it
     /// is there: a scope or a state a read does not know, a TRUNCATE.
@@ -186,6 +196,7 @@ impl Error {
         match self {
             Error::Said { code, .. } | Error::Database { code, .. } => *code,
             Error::Transport { .. } => PgSqlErrorCode::ERRCODE_CONNECTION_FAILURE,
+            Error::OtherVersion { .. } => PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             Error::RowTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             Error::BadInput { .. } => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
             Error::BadMessage { .. } => PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
@@ -218,6 +229,14 @@ impl Error {
                 };
                 (report, true)
             }
+            ref other @ Error::OtherVersion { .. } => (
+                ErrorReport::new(code, other.to_string(), "magic_sync").set_hint(format!(
+                    "Run ALTER EXTENSION magic_sync UPDATE TO '{}' in this database \
+                     (docs/src/install.md, \"Upgrading\").",
+                    crate::version::LIBRARY
+                )),
+                true,
+            ),
             Error::Engine { message, detail } => (
                 ErrorReport::new(code, message, "magic_sync").set_detail(detail),
                 false,

@@ -44,6 +44,7 @@ mod locks;
 mod temp_tables;
 mod spi;
 mod settings;
+mod version;
 mod seal;
 mod wake;
 mod gate;

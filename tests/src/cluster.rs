@@ -107,8 +107,15 @@ impl Cluster {
             "the magic_sync extension is not installed: run \
              `cargo pgrx install -p magic_sync --pg-config $PG_CONFIG` (scripts/test.sh does)"
         );
+        Cluster::start_from(&bindir(), settings)
+    }
+
+    /// Makes and starts a cluster with the programs of `bin`: a copy of
+    /// PostgreSQL's tree of the test's own, holding other extension files
+    /// than the machine's (the upgrade test's previous release).
+    pub fn start_from(bin: &Path, settings: &[&str]) -> Cluster {
         let dir = scratch_dir();
-        let bin = bindir();
+        let bin = bin.to_path_buf();
         output(
             as_owner(&bin.join("initdb"))
                 .arg("-D")

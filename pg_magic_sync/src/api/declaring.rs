@@ -5,6 +5,7 @@ use pgrx::prelude::*;
 
 use crate::catalog;
 use crate::declare::{self, drift, resolve::Request};
+use crate::version;
 
 /// `sync.declare_replicas(relation, live, id, partitioned_by)`: the table
 /// or view that lists the replicas, the condition a replica that should
@@ -17,6 +18,7 @@ fn declare_replicas(
     id: default!(&str, "'id'"),
     partitioned_by: default!(Option<&str>, "NULL"),
 ) {
+    version::check();
     declare::declare_replicas(relation, live, id, partitioned_by);
     drift::record_again();
 }
@@ -44,6 +46,7 @@ fn declare_table(
     install: default!(bool, "true"),
     indexes: default!(bool, "true"),
 ) {
+    version::check();
     declare::declare_table(Request {
         relation: relation.to_owned(),
         mirror: mirror.to_owned(),
@@ -67,6 +70,7 @@ fn declare_table(
 /// `sync.undeclare_table(relation)`: the table travels no more.
 #[pg_extern(volatile)]
 fn undeclare_table(relation: &str) {
+    version::check();
     declare::undeclare_table(relation);
     drift::record_again();
 }
@@ -91,6 +95,7 @@ fn indexes() -> SetOfIterator<'static, String> {
 /// relay worker's pass is refused for it.
 #[pg_extern(volatile)]
 fn check() -> TableIterator<'static, (name!(problem, String), name!(fix, String))> {
+    version::check();
     let problems = drift::problems();
     drift::record_these(&problems);
     TableIterator::new(problems.into_iter().map(|p| (p.message, p.hint)))

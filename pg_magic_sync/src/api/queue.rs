@@ -5,6 +5,7 @@
 use pgrx::prelude::*;
 
 use crate::publish::queue;
+use crate::version;
 
 /// `sync.next(replica)`: the replica's next message and its id, or no row
 /// when none waits.
@@ -12,6 +13,7 @@ use crate::publish::queue;
 fn next(
     replica: pgrx::Uuid,
 ) -> TableIterator<'static, (name!(id, String), name!(message, Vec<u8>))> {
+    version::check();
     TableIterator::new(queue::next(replica))
 }
 
@@ -19,6 +21,7 @@ fn next(
 /// committed it. Answers whether that took a message out of its queue.
 #[pg_extern(volatile)]
 fn ack(replica: pgrx::Uuid, id: &str) -> bool {
+    version::check();
     queue::ack(replica, id)
 }
 
@@ -31,6 +34,7 @@ fn ack_next(
     replica: pgrx::Uuid,
     id: &str,
 ) -> TableIterator<'static, (name!(id, String), name!(message, Vec<u8>))> {
+    version::check();
     queue::ack(replica, id);
     TableIterator::new(queue::next(replica))
 }

@@ -5,12 +5,14 @@ use pgrx::prelude::*;
 
 use crate::file::{self, acting, inbox};
 use crate::spi::from_pg;
+use crate::version;
 
 /// `sync.receive(replica, bytes)`: takes an `Up` from the replica the
 /// transport names, and answers what the server made of it. It runs as the
 /// extension's owner; the host's tables see the caller (file/acting.rs).
 #[pg_extern(volatile)]
 fn receive(replica: pgrx::Uuid, bytes: &[u8]) -> pgrx::JsonB {
+    version::check();
     pgrx::JsonB(acting::as_owner(|caller| {
         file::file_up(from_pg(replica), bytes, caller)
     }))
@@ -61,5 +63,6 @@ fn place_as(
 /// transaction of its own: the senders' filing hooks run in it.
 #[pg_extern(volatile)]
 fn refile(everything: default!(bool, false)) -> pgrx::JsonB {
+    version::check();
     pgrx::JsonB(inbox::refile(everything))
 }

@@ -6,6 +6,7 @@ use pgrx::prelude::*;
 use crate::error::Error;
 use crate::relay;
 use crate::statements::api::relaying::{STOP_WORKERS, WORKERS_RUNNING};
+use crate::version;
 use crate::worker;
 
 /// `sync_internal.record_pass(starts, notes)`: the recording half of a
@@ -14,6 +15,7 @@ use crate::worker;
 /// plans fewer notes when a pass fails; answers what it did.
 #[pg_extern(volatile, schema = "sync_internal")]
 fn record_pass(starts: bool, notes: default!(Option<i32>, "NULL")) -> pgrx::JsonB {
+    version::check();
     pgrx::JsonB(relay::record_pass(starts, notes))
 }
 

@@ -5,12 +5,14 @@ use pgrx::prelude::*;
 
 use crate::error::Error;
 use crate::status;
+use crate::version;
 
 /// `sync.progress(scope)`: per live replica of the scope and per table that
 /// goes down, what it holds, should hold, has on its way, lets go, and has
 /// set aside.
 #[pg_extern(stable)]
 fn progress(scope: default!(Option<pgrx::JsonB>, "NULL")) -> pgrx::JsonB {
+    version::check();
     pgrx::JsonB(status::progress::progress(scope.map(|s| s.0)))
 }
 
@@ -53,6 +55,7 @@ pub unsafe extern "C-unwind" fn status_row_progress(
 /// the replica, as the planner sees it now.
 #[pg_extern(stable)]
 fn explain(replica: pgrx::Uuid, table_name: &str, key: &str) -> pgrx::JsonB {
+    version::check();
     status::explain::explain(replica, table_name, key)
         .map(pgrx::JsonB)
         .unwrap_or_else(|e| e.raise())

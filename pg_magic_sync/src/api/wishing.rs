@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 use crate::message::row::wish;
 use crate::spi::{from_pg, to_pg};
+use crate::version;
 use crate::wishes::desire;
 
 /// `sync.desire(table_name, wanted, note)`: wishes the row of the setting
@@ -20,6 +21,7 @@ fn desire_wish(
     wanted: pgrx::JsonB,
     note: default!(Option<&str>, "NULL"),
 ) -> pgrx::Uuid {
+    version::check();
     to_pg(desire::desire(table_name, &wanted.0, note))
 }
 
@@ -27,6 +29,7 @@ fn desire_wish(
 /// row `key` (section 3's text form). Answers whether there was one.
 #[pg_extern(volatile, name = "withdraw")]
 fn withdraw_wish(table_name: &str, key: &str) -> bool {
+    version::check();
     desire::withdraw(table_name, key)
 }
 

@@ -40,6 +40,7 @@ use crate::statements::worker::{
     BEFORE_PASS, DROP_TEMP_BUFFERS_TABLE, EXTENSION_IS_HERE, MAKE_TEMP_BUFFERS_TABLE,
     OUTBOX_CHECKS, PASS, TAKE_TEMP_BUFFERS, WAITING, WORK_WAITS,
 };
+use crate::version;
 use crate::wake;
 pub use name::NAME;
 use push::Push;
@@ -155,8 +156,11 @@ struct Worker {
     retry_at: Option<Instant>,
     backoff: Duration,
     reported_at: Instant,
-    /// The extension was missing when last looked: said once.
+    /// The extension was missing, or of another version than the library,
+    /// when last looked: nothing of the engine runs, and why was said once.
     said_missing: bool,
+    /// What was said of it, to say it again only when it changes.
+    said_why: Option<String>,
     /// Passes since the catalog caches were last emptied.
     passes: u32,
     /// Every buffer for temporary tables was taken (take_temp_buffers).
@@ -170,13 +174,16 @@ struct Worker {
 enum Round {
     /// Passes ran; more notes may wait.
     Relayed { more: bool },
-    /// The database lacks the extension: nothing to do.
-    NoExtension,
+    /// The database lacks the extension, or holds it at another version
+    /// than the library: nothing to do but wait, saying why.
+    NotReady(String),
 }
 
 /// What a round finds before it passes.
 enum Found {
     NoExtension,
+    /// The extension's SQL is of this other version (an upgrade half done).
+    OtherVersion(String),
     NoWork,
     Work,
 }
@@ -190,6 +197,7 @@ impl Worker {
             backoff: Duration::ZERO,
             reported_at: Instant::now(),
             said_missing: false,
+            said_why: None,
             buffers_taken: false,
             passes: 0,
             push: Push::new(),
@@ -238,17 +246,17 @@ impl Worker {
                     self.backoff = Duration::ZERO;
                     self.starting = false;
                     self.said_missing = false;
+                    self.said_why = None;
                     self.publish() || more
                 }
-                Ok(Round::NoExtension) => {
-                    // CREATE EXTENSION wakes no one: look again soon.
+                Ok(Round::NotReady(why)) => {
+                    // CREATE (or ALTER) EXTENSION wakes no one: look again
+                    // soon.
                     self.retry_at = Some(Instant::now() + EXTENSION_LOOKED_FOR_EVERY);
-                    if !self.said_missing {
-                        pgrx::log!(
-                            "{NAME}: database \"{}\" has no magic_sync extension yet: waiting",
-                            self.database
-                        );
-                        self.said_missing = true;
+                    self.said_missing = true;
+                    if self.said_why.as_deref() != Some(why.as_str()) {
+                        pgrx::log!("{NAME}: {why}: waiting");
+                        self.said_why = Some(why);
                     }
                     false
                 }
@@ -300,6 +308,9 @@ impl Worker {
             if Spi::get_one::<bool>(EXTENSION_IS_HERE)? != Some(true) {
                 return Ok(Found::NoExtension);
             }
+            if let Err(Error::OtherVersion { installed }) = version::installed_is_the_librarys() {
+                return Ok(Found::OtherVersion(installed));
+            }
             if only_if_work_waits && Spi::get_one::<bool>(WORK_WAITS)? != Some(true) {
                 return Ok(Found::NoWork);
             }
@@ -309,7 +320,21 @@ impl Worker {
             spi_failure("the look for the extension and for work", e)
         })?;
         match found {
-            Found::NoExtension => return Ok(Round::NoExtension),
+            Found::NoExtension => {
+                return Ok(Round::NotReady(format!(
+                    "database \"{}\" has no magic_sync extension yet",
+                    self.database
+                )))
+            }
+            Found::OtherVersion(installed) => {
+                return Ok(Round::NotReady(format!(
+                    "database \"{}\" holds magic_sync {installed} and this library is {}: \
+                     run ALTER EXTENSION magic_sync UPDATE TO '{}' there",
+                    self.database,
+                    version::LIBRARY,
+                    version::LIBRARY
+                )))
+            }
             Found::NoWork => return Ok(Round::Relayed { more: false }),
             Found::Work => {}
         }

@@ -1,0 +1,6 @@
+-- magic_sync 0.1.0 to 0.2.0: `ALTER EXTENSION magic_sync UPDATE TO '0.2.0'`.
+-- Every change to the extension's SQL after 0.1.0 is written here, in
+-- order, so that a database upgraded from 0.1.0 ends exactly as one where
+-- 0.2.0 was installed fresh (tests/tests/upgrade.rs compares the two).
+-- Once 0.2.0 is released (sql/releases.txt), this file is never edited
+-- again, and the next change starts magic_sync--0.2.0--0.3.0.sql.
