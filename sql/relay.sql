@@ -153,6 +153,9 @@ BEGIN
                 PERFORM sync_internal.set_aside_oldest_note(failure);
                 narrowed := narrowed + 1;
                 notes := NULL;
+                -- What was set aside was tried once in this pass: a
+                -- starting relay that tried it again would bring it back.
+                starts := false;
             ELSE
                 RAISE EXCEPTION USING ERRCODE = state, MESSAGE = failure,
                     DETAIL = coalesce(detail, ''), HINT = coalesce(hint, '');
@@ -168,6 +171,10 @@ BEGIN
                 USING DETAIL = too_large::text, ERRCODE = 'internal_error';
         END IF;
         PERFORM sync_internal.set_aside(too_large);
+        -- Tried once in this pass: a starting relay that tried it again
+        -- in the next round would bring it back every round, and a row
+        -- still too large would fail every pass of a relay that started.
+        starts := false;
     END LOOP;
     -- The queue's publishing: a device (or a gateway) LISTENing on its
     -- replica's channel takes its messages at once instead of polling.
