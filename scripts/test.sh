@@ -26,6 +26,10 @@ say "the previous release's library, for the upgrade test"
 # target-releases/), outside the tests' own cargo run.
 bash scripts/release-library.sh 0.1.0 >/dev/null
 
+say "both halves speaking the next protocol, for the protocol's upgrade test"
+# tests/tests/protocol_upgrade.rs runs them beside this build.
+bash scripts/next-protocol.sh >/dev/null
+
 say "the dashboard: types, type check, build, vitest, the page in a browser"
 # dashboard/ (issue 33): its types held to the engine's answers and the
 # type check (npm run check), the package and the page built (npm run

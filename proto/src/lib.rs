@@ -24,7 +24,15 @@ pub mod wire {
 /// The protocol version this build speaks: every `ToReplica` and `Up`
 /// carries it. A new kind of body, or a field whose meaning changes, raises
 /// it; a new field does not.
-pub const PROTOCOL: u32 = 1;
+///
+/// The feature `next-protocol` makes a build that speaks the next one, as a
+/// release that raises it would: the upgrade tests run one beside this
+/// build (tests/tests/protocol_upgrade.rs). Never ship it.
+pub const PROTOCOL: u32 = if cfg!(feature = "next-protocol") {
+    2
+} else {
+    1
+};
 
 /// The largest sequence, nonce or upload number a side writes: 2^63 - 1, so
 /// that every number fits PostgreSQL's `bigint`.

@@ -45,8 +45,9 @@ pub enum Error {
     Schema(String),
 
     /// The transport failed for now — the network's fault, or its server
-    /// is away, busy or restarting. Nothing was lost: what it did not take
-    /// is asked again after a pause.
+    /// is away, busy or restarting, or speaks an earlier protocol than
+    /// this build until it is upgraded. Nothing was lost: what it did not
+    /// take is asked again after a pause.
     #[error("the transport, for now: {0}")]
     TransportDown(String),
 

@@ -81,7 +81,7 @@ pub use transport::queue;
 
 pub use apply::outcome::{AppliedTable, Rejected};
 pub use apply::Received;
-pub use engine::schema::{install, SCHEMA_VERSION};
+pub use engine::schema::{install, migration, SCHEMA_VERSION};
 pub use engine::triggers::{check as check_triggers, triggers};
 pub use error::Error;
 pub use message::check;

@@ -6,7 +6,8 @@
 //! (`worker_shop`), and registers running the device loop that stamp
 //! their commits (`registers`). For fuzzing both receives: the mutation
 //! engine and the replica's half of the harness (`fuzz`). The end-to-end
-//! tests' shop, on both sides (`shop`).
+//! tests' shop, on both sides (`shop`). A copy of PostgreSQL of a test's
+//! own, to run another build's library in (`private_postgres`).
 
 pub mod args;
 pub mod cluster;
@@ -14,6 +15,7 @@ pub mod figures;
 pub mod fuzz;
 pub mod killed_register;
 pub mod nats;
+pub mod private_postgres;
 pub mod registers;
 pub mod relaying;
 pub mod shop;

@@ -276,3 +276,53 @@ fn a_row_a_users_function_fails_on_is_set_aside_until_a_deploy_fixes_it_and_then
     }
     assert_each_holds_the_servers_products(&mut shop, &registers);
 }
+
+#[test]
+fn a_relay_starting_with_a_row_still_too_large_sets_it_aside_again_and_relays_the_rest() {
+    let mut shop = Shop::open();
+    shop.run("ALTER DATABASE shop SET magic_sync.message_bytes = 4096");
+    shop.reconnect();
+    let id = shop.add_register("Register 1");
+    let mut register = open_register(&shop.file_of(id), id);
+    relay_and_deliver(&mut shop, &mut register);
+    shop.pg
+        .execute(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), $1, 1)",
+            &[&"x".repeat(6000)],
+        )
+        .unwrap();
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["set_aside"], 1, "{summary}");
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+
+    // The pass a relay runs when it starts (the worker's first): it tries
+    // what was set aside at once, sets the row, still too large, aside
+    // again, and relays the rest.
+    let mut pass = shop
+        .pg
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+        .start()
+        .unwrap();
+    let summary: serde_json::Value = pass
+        .query_one("SELECT sync_internal.pass(true)", &[])
+        .expect("a starting relay's pass goes through")
+        .get(0);
+    pass.commit().unwrap();
+    assert_eq!(summary["set_aside"], 1, "{summary}");
+    deliver(&mut shop.pg, &mut register);
+    assert!(
+        held_by(&register).iter().any(|p| p.1 == "Tea"),
+        "the rest relayed"
+    );
+    assert_eq!(
+        shop.pg
+            .query_one("SELECT count(*) FROM sync.quarantine", &[])
+            .unwrap()
+            .get::<_, i64>(0),
+        1,
+        "the row still set aside"
+    );
+}

@@ -63,6 +63,29 @@ pub fn install(conn: &mut Connection, tables: &Tables) -> Result<(), Error> {
     Ok(())
 }
 
+/// Step `n` of the engine's tables as a migration of the host's own runs
+/// it, for a program that keeps its database's schema in migrations rather
+/// than calling `install`: the step (from version `n - 1` to `n`), then the
+/// version recorded. Run the steps in order, each once; a later release
+/// adds steps, never edits one (the changelog names each). Print the
+/// triggers again (`triggers`) in the same migration: a release may write
+/// them otherwise, and `Replica::open` refuses triggers that differ.
+pub fn migration(n: i64) -> Result<String, Error> {
+    let step = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| STEPS.get(i))
+        .ok_or_else(|| {
+            Error::Schema(format!(
+                "there is no step {n}: this build's steps are 1 to {SCHEMA_VERSION}"
+            ))
+        })?;
+    Ok(format!(
+        "{VERSION_TABLE};\n{step}\nINSERT INTO sync_schema (id, version) VALUES (1, {n}) \
+         ON CONFLICT (id) DO UPDATE SET version = excluded.version;\n"
+    ))
+}
+
 /// Keeps the declarations (and each table's lane) in the database, so a
 /// tool can open the replica without the device program's code.
 pub(crate) fn record_declarations(

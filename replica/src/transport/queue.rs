@@ -18,6 +18,7 @@
 
 use std::time::Duration;
 
+use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::tls::{MakeTlsConnect, TlsConnect};
 use postgres::types::ToSql;
@@ -320,15 +321,19 @@ where
 
 /// Whose fault a failure of the server's database is, by its SQLSTATE's
 /// class: the connection, a conflict, the server short of resources or
-/// shutting down, a standby, a lock — transient; anything else (a
-/// permission, bytes it will not take) is a refusal for good. A failure
+/// shutting down, a standby, a lock — transient, and so is a server of an
+/// earlier protocol, until it is upgraded; anything else (a permission,
+/// bytes it will not take) is a refusal for good. A failure
 /// with no SQLSTATE is the connection's.
 fn failure(error: postgres::Error) -> Error {
     let Some(code) = error.code() else {
         return Error::TransportDown(error.to_string());
     };
     const TRANSIENT: [&str; 7] = ["08", "25", "40", "53", "55", "57", "58"];
-    if TRANSIENT.contains(&&code.code()[..2]) {
+    // 0A000: the server speaks an earlier protocol than this build's Up
+    // (or cannot do it yet): sent again until it is upgraded, never set
+    // aside as a refusal for good.
+    if TRANSIENT.contains(&&code.code()[..2]) || code == &SqlState::FEATURE_NOT_SUPPORTED {
         Error::TransportDown(error.to_string())
     } else {
         Error::TransportRefused(error.to_string())

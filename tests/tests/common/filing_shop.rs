@@ -103,7 +103,11 @@ impl Shop {
 
     /// The shop on a cluster started with these settings (`name=value`).
     pub fn open_with(settings: &[&str]) -> Shop {
-        let cluster = Cluster::start_with(settings);
+        Shop::over(Cluster::start_with(settings))
+    }
+
+    /// The shop on a cluster already started.
+    pub fn over(cluster: Cluster) -> Shop {
         let mut pg = cluster.database_with_extension("shop");
         pg.batch_execute(SERVER_SCHEMA).expect("the shop's schema");
         Shop {
