@@ -19,6 +19,12 @@
 //!   wait, while globex relays, delivers and files as before. Released,
 //!   acme catches up.
 //!
+//! - acme's extension upgraded, for real: both companies on release 0.1.0,
+//!   the package upgraded and the server restarted, globex updated at once
+//!   and trading while acme is not (its worker waits, saying what to run),
+//!   then acme's `ALTER EXTENSION magic_sync UPDATE` in a transaction left
+//!   open while globex trades; committed, acme catches up.
+//!
 //! After each, every register of both holds exactly its own company's
 //! products and every receipt it sold is filed once, in its own
 //! company's database.
@@ -37,6 +43,7 @@ use std::time::Duration;
 use device::{wait_until, Device};
 use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::Options;
+use magic_sync_tests::private_postgres::{repository, PrivatePostgres};
 use magic_sync_tests::Cluster;
 use postgres::{Client, NoTls};
 use register_files::{products_in, receipts_in, sell_through_its_own_connection, unfiled, Receipt};
@@ -70,7 +77,29 @@ impl Company {
     /// The company's database with the extension and the filing shop, and
     /// `registers` registers running.
     fn open(cluster: &Cluster, dir: &tempfile::TempDir, name: &'static str) -> Company {
-        let mut pg = cluster.database_with_extension(name);
+        Company::open_at(cluster, dir, name, None)
+    }
+
+    /// The company on the extension at `version` (None: this build's).
+    fn open_at(
+        cluster: &Cluster,
+        dir: &tempfile::TempDir,
+        name: &'static str,
+        version: Option<&str>,
+    ) -> Company {
+        let mut pg = match version {
+            None => cluster.database_with_extension(name),
+            Some(version) => {
+                cluster
+                    .connect("postgres")
+                    .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+                    .unwrap();
+                let mut pg = cluster.connect(name);
+                pg.batch_execute(&format!("CREATE EXTENSION magic_sync VERSION '{version}'"))
+                    .unwrap();
+                pg
+            }
+        };
         pg.batch_execute(shop::SERVER_SCHEMA).unwrap();
         let url = cluster.url(name);
         let mut company = Company {
@@ -209,14 +238,24 @@ impl Company {
 /// A server with two companies, each in its own database with its own
 /// worker and registers, both in step.
 fn two_companies() -> (Cluster, tempfile::TempDir, Company, Company) {
-    let cluster = Cluster::start_with(&[
-        "shared_preload_libraries=magic_sync",
-        "magic_sync.database=acme,globex",
-        "magic_sync.idle=1",
-    ]);
+    two_companies_on(Cluster::start_with(&SETTINGS), None)
+}
+
+const SETTINGS: [&str; 3] = [
+    "shared_preload_libraries=magic_sync",
+    "magic_sync.database=acme,globex",
+    "magic_sync.idle=1",
+];
+
+/// Both companies on `cluster`, their extension at `version` (None: this
+/// build's).
+fn two_companies_on(
+    cluster: Cluster,
+    version: Option<&str>,
+) -> (Cluster, tempfile::TempDir, Company, Company) {
     let dir = tempfile::tempdir().unwrap();
-    let mut acme = Company::open(&cluster, &dir, "acme");
-    let mut globex = Company::open(&cluster, &dir, "globex");
+    let mut acme = Company::open_at(&cluster, &dir, "acme", version);
+    let mut globex = Company::open_at(&cluster, &dir, "globex", version);
     acme.in_step("opened");
     globex.in_step("opened");
     // Each company's rows are its own: acme's registers hold no globex row.
@@ -335,4 +374,60 @@ fn a_company_whose_engine_is_held_as_an_upgrade_holds_it_does_not_stop_the_other
     assert!(common::products_of(&mut acme.pg)
         .iter()
         .any(|p| p.1 == "acme cake"));
+}
+
+#[test]
+fn a_company_whose_extension_is_being_upgraded_does_not_stop_the_other() {
+    // Both companies on the previous release, in a copy of PostgreSQL of
+    // the test's own (the other tests keep this build's library).
+    let postgres = PrivatePostgres::copy();
+    postgres.install_library(&repository().join("target-releases/0.1.0/magic_sync.so"));
+    postgres.install_script("magic_sync--0.1.0.sql");
+    let cluster = Cluster::start_from(postgres.bin(), &SETTINGS);
+    let (cluster, _dir, mut acme, mut globex) = two_companies_on(cluster, Some("0.1.0"));
+
+    // The package upgraded and the server restarted; globex updates its
+    // extension at once and goes on, while acme has not: its worker waits
+    // saying what to run, its registers keep their receipts and try again.
+    postgres.install_this_builds_library();
+    cluster.restart_immediately();
+    acme.reconnect();
+    globex.reconnect();
+    globex
+        .pg
+        .batch_execute("ALTER EXTENSION magic_sync UPDATE")
+        .unwrap();
+    acme.trade(1);
+    for round in 1..=3 {
+        globex.trade(round);
+    }
+    globex.in_step("acme not yet updated");
+    wait_until("acme's worker to say what to run", || {
+        cluster
+            .log()
+            .contains("database \"acme\" holds magic_sync 0.1.0 and this library is")
+    });
+    assert!(
+        acme.count("SELECT count(*) FROM sync.notes") > 0,
+        "acme's change waits, noted"
+    );
+
+    // acme's update, in a transaction left open a while: globex goes on.
+    let mut upgrade = cluster.connect("acme");
+    let mut updating = upgrade.transaction().unwrap();
+    updating
+        .batch_execute("ALTER EXTENSION magic_sync UPDATE")
+        .unwrap();
+    for round in 4..=5 {
+        globex.trade(round);
+    }
+    globex.in_step("acme's update under way");
+    updating.commit().unwrap();
+
+    // Updated, acme catches up by itself: nothing lost, each receipt filed
+    // once.
+    acme.trade(2);
+    acme.in_step("its extension updated");
+    globex.trade(6);
+    globex.in_step("acme updated");
 }
