@@ -15,12 +15,18 @@ END
 $$;
 
 -- What the relay's check finds now, in place of what it found before
--- (sync.drift): problems[i] is mended by fixes[i]. One found before keeps
--- when it was first found.
-CREATE FUNCTION sync_internal.record_drift(problems text[], fixes text[]) RETURNS void
+-- (sync.drift): problems[i] is mended by fixes[i], and stops the tables of
+-- tables->i (an array of names; null: the whole relay). One found before
+-- keeps when it was first found; one unchanged is not written again (a
+-- pass records it every time while it lasts).
+CREATE FUNCTION sync_internal.record_drift(problems text[], fixes text[], tables jsonb) RETURNS void
 LANGUAGE sql AS $$
     DELETE FROM sync.drift d WHERE NOT d.problem = ANY (problems);
-    INSERT INTO sync.drift AS d (problem, fix)
-    SELECT p, f FROM unnest(problems, fixes) AS n(p, f)
-    ON CONFLICT (problem) DO UPDATE SET fix = excluded.fix;
+    INSERT INTO sync.drift AS d (problem, fix, tables)
+    SELECT n.p, n.f,
+           CASE WHEN jsonb_typeof(tables -> (n.i::integer - 1)) = 'array'
+                THEN ARRAY(SELECT jsonb_array_elements_text(tables -> (n.i::integer - 1))) END
+    FROM unnest(problems, fixes) WITH ORDINALITY AS n(p, f, i)
+    ON CONFLICT (problem) DO UPDATE SET fix = excluded.fix, tables = excluded.tables
+    WHERE d.fix IS DISTINCT FROM excluded.fix OR d.tables IS DISTINCT FROM excluded.tables;
 $$;

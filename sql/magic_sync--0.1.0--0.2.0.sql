@@ -92,3 +92,285 @@ BEGIN
     RETURN summary;
 END
 $$;
+
+-- Drift stops only what it concerns (issue 36): sync.drift names the tables
+-- each problem stops (NULL: the whole relay), the check records them, and
+-- the status reads count a replica awaiting a fix only where a problem
+-- concerns it; the health's drift entries name the tables.
+ALTER TABLE sync.drift ADD COLUMN tables text[];
+DROP FUNCTION sync_internal.record_drift(text[], text[]);
+CREATE FUNCTION sync_internal.record_drift(problems text[], fixes text[], tables jsonb) RETURNS void
+LANGUAGE sql AS $$
+    DELETE FROM sync.drift d WHERE NOT d.problem = ANY (problems);
+    INSERT INTO sync.drift AS d (problem, fix, tables)
+    SELECT n.p, n.f,
+           CASE WHEN jsonb_typeof(tables -> (n.i::integer - 1)) = 'array'
+                THEN ARRAY(SELECT jsonb_array_elements_text(tables -> (n.i::integer - 1))) END
+    FROM unnest(problems, fixes) WITH ORDINALITY AS n(p, f, i)
+    ON CONFLICT (problem) DO UPDATE SET fix = excluded.fix, tables = excluded.tables
+    WHERE d.fix IS DISTINCT FROM excluded.fix OR d.tables IS DISTINCT FROM excluded.tables;
+$$;
+REVOKE ALL ON FUNCTION sync_internal.record_drift(text[], text[], jsonb) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION sync_internal.replica_states(scope jsonb)
+RETURNS TABLE (
+    id uuid, partition text, state text, rank integer,
+    -- Notes (and group notes) not yet planned that may concern it.
+    pending bigint,
+    -- Messages and answers waiting in its outbox, not yet taken.
+    owed bigint,
+    -- The last message written for it is not confirmed applied.
+    unconfirmed boolean,
+    -- It is to be provisioned (now, or once its time has come).
+    provisioning boolean,
+    -- Its backlog, as it last said it: not empty.
+    backlog boolean,
+    -- Rows set aside that may concern it (sync.quarantine: every replica).
+    set_aside bigint,
+    -- Rows it refused because it held them back (nothing at fault), and
+    -- uploads of its waiting for its provisioning to be confirmed.
+    held_back bigint, waiting bigint,
+    -- Its own that wait for a fix: rows it refused, uploads in the inbox.
+    refused bigint, kept bigint,
+    -- The database differs from the declarations (sync.drift) where it
+    -- concerns this replica: the relay does not run at all, or a table it
+    -- holds is stopped, or it is to be provisioned, which waits while any
+    -- table is stopped.
+    drift boolean,
+    -- Sends failing to it (sync.sends).
+    failures integer, last_error text, failed_at timestamptz,
+    -- Messages that wait for it beyond the last it applied, and since when
+    -- its position has not moved while they waited; it is stalled when that
+    -- is longer than magic_sync.stalled_after and it was heard since (alive,
+    -- taking nothing: sql/stalls.sql); the steps the worker took with it.
+    messages_waiting bigint, stalled_since timestamptz, stalled boolean, stall_heals integer,
+    heard_at timestamptz, applied_at timestamptz,
+    backlog_tables jsonb, backlog_said_at timestamptz,
+    -- Its wishes by where they stand (sql/wishes.sql): one pending (not
+    -- answered, or answered of a version replaced since) keeps it catching
+    -- up; one waiting is answered, and the replica tries it again itself.
+    wishes jsonb, wishes_pending bigint
+)
+LANGUAGE sql STABLE AS $$
+    WITH s AS (
+        SELECT r.*, (r.last_sequence > r.applied_sequence
+                     OR r.applied_epoch IS DISTINCT FROM r.epoch) AS unconfirmed
+        FROM sync_internal.scope_replicas(scope) AS sc
+        JOIN sync.replicas r ON r.id = sc.id
+    ),
+    -- Notes by partition: a note of no partition may concern every replica.
+    notes AS (SELECT n.partition, count(*) AS n FROM sync.notes n GROUP BY n.partition),
+    -- A group note naming a replica concerns that one; one naming a member,
+    -- every replica.
+    group_notes AS (
+        SELECT g.replica, count(*) AS n FROM sync.group_notes g GROUP BY g.replica
+    ),
+    quarantined AS (SELECT count(*) AS n FROM sync.quarantine),
+    drifted AS (
+        SELECT EXISTS (SELECT 1 FROM sync.drift WHERE tables IS NULL) AS whole,
+               EXISTS (SELECT 1 FROM sync.drift) AS stops,
+               ARRAY(SELECT DISTINCT t FROM sync.drift, unnest(tables) AS t) AS stopped
+    ),
+    refused AS (
+        SELECT h.replica, count(*) FILTER (WHERE NOT h.held_back) AS fix,
+               count(*) FILTER (WHERE h.held_back) AS wait
+        FROM sync.held h WHERE h.refused IS NOT NULL GROUP BY h.replica
+    ),
+    inbox AS (
+        SELECT i.replica, count(*) FILTER (WHERE NOT i.waiting) AS fix,
+               count(*) FILTER (WHERE i.waiting) AS wait
+        FROM sync.inbox i GROUP BY i.replica
+    ),
+    outbox AS (SELECT o.replica, count(*) AS n FROM sync.outbox o
+                WHERE NOT o.published GROUP BY o.replica),
+    wishes AS (
+        SELECT w.replica, count(*) FILTER (WHERE w.state = 'pending') AS pending,
+               jsonb_build_object(
+                   'pending', count(*) FILTER (WHERE w.state = 'pending'),
+                   'waiting', count(*) FILTER (WHERE w.state = 'waiting'),
+                   'refused', count(*) FILTER (WHERE w.state = 'refused'),
+                   'superseded', count(*) FILTER (WHERE w.state = 'superseded'),
+                   'applied', count(*) FILTER (WHERE w.state = 'applied')) AS counts
+        FROM (SELECT w.replica, sync_internal.wish_state(w.version, w.answered, w.outcome) AS state
+              FROM sync.sync_wishes w) AS w
+        GROUP BY w.replica
+    ),
+    figures AS (
+        SELECT s.id, s.partition, s.unconfirmed,
+               coalesce((SELECT sum(n.n) FROM notes n
+                         WHERE n.partition IS NULL OR s.partition IS NULL
+                            OR n.partition = s.partition), 0)::bigint
+               + coalesce((SELECT sum(g.n) FROM group_notes g
+                           WHERE g.replica IS NULL OR g.replica = s.id), 0)::bigint AS pending,
+               coalesce(o.n, 0) AS owed,
+               s.provision OR s.provision_at IS NOT NULL AS provisioning,
+               coalesce(NOT b.empty, false) AS backlog,
+               q.n AS set_aside,
+               coalesce(rf.wait, 0) AS held_back, coalesce(ib.wait, 0) AS waiting,
+               coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept,
+               (d.whole OR (d.stops AND (s.provision OR s.provision_at IS NOT NULL
+                                         OR EXISTS (SELECT 1 FROM sync.held h
+                                                    WHERE h.replica = s.id
+                                                      AND h.table_name COLLATE "C" = ANY (d.stopped)))))
+                   AS drift,
+               se.failures, se.last_error, se.failed_at,
+               st.messages AS messages_waiting,
+               CASE WHEN st.stalled THEN st.since END AS stalled_since,
+               st.stalled, st.heals AS stall_heals,
+               s.heard_at, s.applied_at, b.tables AS backlog_tables, b.said_at AS backlog_said_at,
+               coalesce(w.counts, sync_internal.no_wishes()) AS wishes,
+               coalesce(w.pending, 0) AS wishes_pending
+        FROM s
+        CROSS JOIN quarantined q
+        CROSS JOIN drifted d
+        LEFT JOIN outbox o ON o.replica = s.id
+        LEFT JOIN sync.backlogs b ON b.replica = s.id
+        LEFT JOIN refused rf ON rf.replica = s.id
+        LEFT JOIN inbox ib ON ib.replica = s.id
+        LEFT JOIN sync.sends se ON se.replica = s.id
+        LEFT JOIN wishes w ON w.replica = s.id
+        CROSS JOIN LATERAL sync_internal.stall_of(
+            s.id, s.epoch, s.applied_epoch, s.applied_sequence, s.applied_at, s.heard_at,
+            s.provision OR s.provision_at IS NOT NULL, s.stall_heals, s.stall_healed_at,
+            sync_internal.stalled_after()) st
+    )
+    SELECT f.id, f.partition, st.state, st.rank, f.pending, f.owed, f.unconfirmed,
+           f.provisioning, f.backlog, f.set_aside, f.held_back, f.waiting, f.refused, f.kept,
+           f.drift, f.failures, f.last_error, f.failed_at,
+           f.messages_waiting, f.stalled_since, f.stalled, f.stall_heals,
+           f.heard_at, f.applied_at,
+           f.backlog_tables, f.backlog_said_at, f.wishes, f.wishes_pending
+    FROM figures f
+    CROSS JOIN LATERAL (
+        SELECT CASE
+            -- What is its own (a row it refused, an upload of its kept), or
+            -- the database differing from the declarations where it
+            -- concerns this replica (a table it holds stopped, or the
+            -- whole relay).
+            WHEN f.refused > 0 OR f.kept > 0 OR f.drift THEN 'awaiting_fix'
+            WHEN f.failures IS NOT NULL THEN 'unreachable'
+            WHEN f.stalled THEN 'stalled'
+            WHEN f.pending > 0 OR f.owed > 0 OR f.unconfirmed OR f.provisioning OR f.backlog
+                 OR f.set_aside > 0 OR f.held_back > 0 OR f.waiting > 0
+                 OR f.wishes_pending > 0 THEN 'catching_up'
+            ELSE 'synced'
+        END AS state
+    ) AS named
+    CROSS JOIN LATERAL (
+        SELECT named.state,
+               array_position(sync_internal.status_states(), named.state) - 1 AS rank
+    ) AS st
+$$;
+
+CREATE OR REPLACE FUNCTION sync_internal.health(scope jsonb, lim integer) RETURNS jsonb
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    RETURN (
+    WITH s AS (SELECT * FROM sync_internal.scope_replicas(scope)),
+    notes AS (
+        SELECT n.noted_at FROM sync.notes n
+        WHERE EXISTS (SELECT 1 FROM s WHERE n.partition IS NULL OR s.partition IS NULL
+                                           OR n.partition = s.partition)
+        UNION ALL
+        SELECT g.noted_at FROM sync.group_notes g
+        WHERE EXISTS (SELECT 1 FROM s WHERE g.replica IS NULL OR g.replica = s.id)
+    ),
+    set_aside AS (
+        SELECT q.*, 'fix' AS remedy FROM sync.quarantine q
+    ),
+    refused AS (
+        SELECT h.replica, h.table_name, h.key, h.refused, h.refused_by, h.refused_at,
+               h.held_back, h.retry_at,
+               CASE WHEN h.held_back THEN 'wait' ELSE 'fix' END AS remedy
+        FROM sync.held h JOIN s ON s.id = h.replica
+        WHERE h.refused IS NOT NULL
+    ),
+    inbox AS (
+        SELECT i.replica, i.table_name, i.key, i.op, i.reason, i.waiting, i.kept_at, i.tries,
+               i.retry_at, CASE WHEN i.waiting THEN 'wait' ELSE 'fix' END AS remedy
+        FROM sync.inbox i JOIN s ON s.id = i.replica
+    ),
+    failing AS (
+        SELECT se.*, 'wait' AS remedy FROM sync.sends se JOIN s ON s.id = se.replica
+    ),
+    stalled AS (
+        SELECT * FROM sync_internal.stalled(ARRAY(SELECT s.id FROM s))
+    ),
+    drift AS (
+        SELECT d.*, 'fix' AS remedy FROM sync.drift d
+    )
+    SELECT jsonb_build_object(
+        'healthy', NOT EXISTS (SELECT 1 FROM set_aside WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM refused WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM inbox WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM stalled WHERE remedy = 'fix')
+                   AND NOT EXISTS (SELECT 1 FROM drift),
+        'notes', (SELECT jsonb_build_object(
+                      'pending', count(*),
+                      'oldest_at', min(noted_at),
+                      'oldest_age_seconds',
+                          round(extract(epoch FROM statement_timestamp() - min(noted_at)), 3),
+                      'remedy', 'wait')
+                  FROM notes),
+        'set_aside', jsonb_build_object(
+            'total', (SELECT count(*) FROM set_aside),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'table', a.table_name, 'key', a.key, 'reason', a.reason,
+                          'since', a.since, 'retry_at', a.retry_at, 'remedy', a.remedy)
+                          ORDER BY a.since, a.table_name, a.key), '[]')
+                      FROM (SELECT * FROM set_aside ORDER BY since, table_name, key LIMIT lim) a)),
+        'refused', jsonb_build_object(
+            'total', (SELECT count(*) FROM refused),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', r.replica, 'table', r.table_name, 'key', r.key,
+                          'reason', r.refused, 'message', r.refused_by,
+                          'refused_at', r.refused_at, 'held_back', r.held_back,
+                          'retry_at', r.retry_at, 'remedy', r.remedy)
+                          ORDER BY r.remedy, r.refused_at, r.replica, r.table_name, r.key), '[]')
+                      FROM (SELECT * FROM refused
+                            ORDER BY remedy, refused_at, replica, table_name, key
+                            LIMIT lim) r)),
+        'inbox', jsonb_build_object(
+            'total', (SELECT count(*) FROM inbox),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', i.replica, 'table', i.table_name, 'key', i.key,
+                          'op', i.op, 'reason', i.reason, 'waiting', i.waiting,
+                          'kept_at', i.kept_at, 'tries', i.tries, 'retry_at', i.retry_at,
+                          'remedy', i.remedy)
+                          ORDER BY i.remedy, i.kept_at, i.replica, i.table_name, i.key), '[]')
+                      FROM (SELECT * FROM inbox
+                            ORDER BY remedy, kept_at, replica, table_name, key
+                            LIMIT lim) i)),
+        'failing', jsonb_build_object(
+            'total', (SELECT count(*) FROM failing),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', f.replica, 'failures', f.failures,
+                          'refusals', f.refusals, 'message', f.message,
+                          'last_error', f.last_error, 'failed_at', f.failed_at,
+                          'retry_at', f.retry_at, 'remedy', f.remedy)
+                          ORDER BY f.failed_at, f.replica), '[]')
+                      FROM (SELECT * FROM failing ORDER BY failed_at, replica LIMIT lim) f)),
+        'stalled', jsonb_build_object(
+            'total', (SELECT count(*) FROM stalled),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'replica', t.replica, 'since', t.since, 'messages', t.messages,
+                          'heard_at', t.heard_at, 'heals', t.heals, 'healed_at', t.healed_at,
+                          'remedy', t.remedy)
+                          ORDER BY t.remedy, t.since, t.replica), '[]')
+                      FROM (SELECT * FROM stalled ORDER BY remedy, since, replica LIMIT lim) t)),
+        'drift', jsonb_build_object(
+            'total', (SELECT count(*) FROM drift),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'problem', d.problem, 'fix', d.fix, 'found_at', d.found_at,
+                          'tables', d.tables, 'remedy', d.remedy)
+                          ORDER BY d.found_at, d.problem), '[]')
+                      FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)))
+    );
+END
+$$;
+
+-- Issue 37: a pass costs its batch, not the backlog: the notes are read
+-- oldest first from an index, and a row's newest note is one look-up
+-- (sql/schema.sql says why each write pays for them).
+CREATE INDEX notes_in_order ON sync.notes (id);
+CREATE INDEX notes_of_rows ON sync.notes (table_name, key, id);

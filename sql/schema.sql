@@ -160,10 +160,15 @@ CREATE TABLE sync.notes (
     partition     text,
     parents_before text[]
 );
--- No index: every write of a declared table inserts a note, and an index
--- would cost each of them more than the note itself. The relay reads every
--- note there is (never "after the last one read": ids are drawn before
--- commit, so a lower one can commit later), and deletes what it planned.
+-- The relay reads every note there is (never "after the last one read":
+-- ids are drawn before commit, so a lower one can commit later), oldest
+-- first up to a batch, and deletes what it planned.
+--
+-- Two indexes, each paid by every write of a declared table, so that a pass
+-- costs its batch, not the backlog (without them, draining a million notes
+-- in batches read the whole table several times a pass: quadratic):
+-- - by id: the next batch is the lowest ids, read from the index's start;
+-- - by row: a row's newest note, beyond a batch cut short, is one look-up.
 --
 -- VACUUM leaves the emptied pages in place for the next notes: cutting them
 -- off takes an ACCESS EXCLUSIVE lock that would stall every writer of a
@@ -171,6 +176,8 @@ CREATE TABLE sync.notes (
 -- writers' cost. After a burst, `VACUUM (TRUNCATE) sync.notes` gives the
 -- space back.
 ALTER TABLE sync.notes SET (vacuum_truncate = off);
+CREATE INDEX notes_in_order ON sync.notes (id);
+CREATE INDEX notes_of_rows ON sync.notes (table_name, key, id);
 
 -- Changes to groups: a row of a grouped table joining or leaving a group
 -- (key set, replica NULL), or a group given to or taken from a replica
@@ -512,14 +519,18 @@ CREATE TABLE sync.backlogs (
 
 -- How the database differs from the declarations, as the relay's check
 -- last found it (pg_magic_sync/src/declare/drift.rs): while a row is here,
--- the relay refuses to run, and the status reads say so. Written when the
--- worker's pass is refused for it and when a declaration changes; let go
--- of by a check that finds nothing.
+-- the relay stops planning the tables it names (or refuses to run at all,
+-- for a problem that names none), and the status reads say so. Written
+-- when a pass stops tables for it or the worker's pass is refused for it,
+-- and when a declaration changes; let go of by a check that finds nothing.
 CREATE TABLE sync.drift (
     problem       text PRIMARY KEY,
     -- The statement (or the declaration) that mends it.
     fix           text NOT NULL,
-    found_at      timestamptz NOT NULL DEFAULT now()
+    found_at      timestamptz NOT NULL DEFAULT now(),
+    -- The tables it stops: the table concerned and those joined to it by
+    -- foreign keys. NULL: it stops the whole relay.
+    tables        text[]
 );
 
 -- What whoever runs the server must hear of: the database found to have

@@ -147,8 +147,10 @@ RETURNS TABLE (
     held_back bigint, waiting bigint,
     -- Its own that wait for a fix: rows it refused, uploads in the inbox.
     refused bigint, kept bigint,
-    -- The database differs from the declarations (sync.drift): the relay
-    -- does not run, and every replica waits for the fix.
+    -- The database differs from the declarations (sync.drift) where it
+    -- concerns this replica: the relay does not run at all, or a table it
+    -- holds is stopped, or it is to be provisioned, which waits while any
+    -- table is stopped.
     drift boolean,
     -- Sends failing to it (sync.sends).
     failures integer, last_error text, failed_at timestamptz,
@@ -179,7 +181,11 @@ LANGUAGE sql STABLE AS $$
         SELECT g.replica, count(*) AS n FROM sync.group_notes g GROUP BY g.replica
     ),
     quarantined AS (SELECT count(*) AS n FROM sync.quarantine),
-    drifted AS (SELECT EXISTS (SELECT 1 FROM sync.drift) AS drift),
+    drifted AS (
+        SELECT EXISTS (SELECT 1 FROM sync.drift WHERE tables IS NULL) AS whole,
+               EXISTS (SELECT 1 FROM sync.drift) AS stops,
+               ARRAY(SELECT DISTINCT t FROM sync.drift, unnest(tables) AS t) AS stopped
+    ),
     refused AS (
         SELECT h.replica, count(*) FILTER (WHERE NOT h.held_back) AS fix,
                count(*) FILTER (WHERE h.held_back) AS wait
@@ -216,7 +222,12 @@ LANGUAGE sql STABLE AS $$
                coalesce(NOT b.empty, false) AS backlog,
                q.n AS set_aside,
                coalesce(rf.wait, 0) AS held_back, coalesce(ib.wait, 0) AS waiting,
-               coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept, d.drift,
+               coalesce(rf.fix, 0) AS refused, coalesce(ib.fix, 0) AS kept,
+               (d.whole OR (d.stops AND (s.provision OR s.provision_at IS NOT NULL
+                                         OR EXISTS (SELECT 1 FROM sync.held h
+                                                    WHERE h.replica = s.id
+                                                      AND h.table_name COLLATE "C" = ANY (d.stopped)))))
+                   AS drift,
                se.failures, se.last_error, se.failed_at,
                st.messages AS messages_waiting,
                CASE WHEN st.stalled THEN st.since END AS stalled_since,
@@ -248,8 +259,9 @@ LANGUAGE sql STABLE AS $$
     CROSS JOIN LATERAL (
         SELECT CASE
             -- What is its own (a row it refused, an upload of its kept), or
-            -- the database differing from the declarations, which stops
-            -- the relay for every replica.
+            -- the database differing from the declarations where it
+            -- concerns this replica (a table it holds stopped, or the
+            -- whole relay).
             WHEN f.refused > 0 OR f.kept > 0 OR f.drift THEN 'awaiting_fix'
             WHEN f.failures IS NOT NULL THEN 'unreachable'
             WHEN f.stalled THEN 'stalled'
@@ -532,7 +544,7 @@ BEGIN
             'total', (SELECT count(*) FROM drift),
             'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                           'problem', d.problem, 'fix', d.fix, 'found_at', d.found_at,
-                          'remedy', d.remedy)
+                          'tables', d.tables, 'remedy', d.remedy)
                           ORDER BY d.found_at, d.problem), '[]')
                       FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)))
     );

@@ -1,5 +1,6 @@
 //! Passes that share a session: its scratch tables live as long as it does,
-//! and the check before a pass is skipped while nothing it reads changed.
+//! and the check before a pass is skipped while nothing it reads changed
+//! (what it found last is kept: the tables it stopped stay stopped).
 //! Whatever came before in the session (a pass undone, a big pass, a change
 //! of the catalog in this session or another), each pass is as a first
 //! pass in a fresh session would be.
@@ -9,15 +10,34 @@ mod common;
 use common::*;
 use postgres::Client;
 
-/// A pass's refusal to run on a database that differs from the
-/// declarations, or None when it ran (any other failure panics).
+/// What a pass found the database to differ in from the declarations, or
+/// None when it planned every table (any other failure panics): its
+/// refusal, for a problem of the whole relay, or the problems it recorded
+/// (sync.drift) for the tables it stopped.
 fn refusal(pg: &mut Client) -> Option<String> {
-    let error = format!("{:?}", pg.query_one("CALL sync.relay()", &[]).err()?);
-    assert!(
-        error.contains("the relay does not run while the database differs"),
-        "{error}"
-    );
-    Some(error)
+    let summary: serde_json::Value = match pg.query_one("CALL sync.relay()", &[]) {
+        Ok(row) => row.get(0),
+        Err(e) => {
+            let error = format!("{e:?}");
+            assert!(
+                error.contains("the relay does not run while the database differs"),
+                "{error}"
+            );
+            return Some(error);
+        }
+    };
+    let stopped = summary["stopped"].as_array().expect("the tables stopped");
+    if stopped.is_empty() {
+        return None;
+    }
+    let problems: Vec<String> = pg
+        .query("SELECT problem FROM sync.drift ORDER BY problem", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(!problems.is_empty(), "{summary}");
+    Some(format!("stopped {stopped:?}: {}", problems.join("\n")))
 }
 
 /// Runs a pass in a transaction that is rolled back: its work undone.
@@ -86,7 +106,7 @@ fn small_passes_after_a_big_one_in_the_same_session_stay_exact() {
 }
 
 #[test]
-fn a_table_changed_after_a_pass_is_refused_by_the_next_whichever_session_changed_it() {
+fn a_table_changed_after_a_pass_is_stopped_by_the_next_whichever_session_changed_it() {
     let mut shop = Shop::open();
     shop.add_register("Register 1");
     assert_eq!(refusal(&mut shop.pg), None);
@@ -96,8 +116,12 @@ fn a_table_changed_after_a_pass_is_refused_by_the_next_whichever_session_changed
     other
         .batch_execute("ALTER TABLE shop.products ADD COLUMN sku text")
         .unwrap();
-    let refused = refusal(&mut shop.pg).expect("refused");
+    let refused = refusal(&mut shop.pg).expect("stopped");
     assert!(refused.contains("column sku (text) was added"), "{refused}");
+    assert!(
+        refused.starts_with("stopped [String(\"products\")]"),
+        "{refused}"
+    );
     other
         .batch_execute("ALTER TABLE shop.products DROP COLUMN sku")
         .unwrap();
@@ -111,7 +135,7 @@ fn a_table_changed_after_a_pass_is_refused_by_the_next_whichever_session_changed
 }
 
 #[test]
-fn a_schema_or_type_renamed_after_a_pass_is_refused_by_the_next() {
+fn a_schema_or_type_renamed_after_a_pass_is_found_by_the_next() {
     let mut shop = Shop::open();
     shop.run(
         "CREATE TYPE shop.size AS ENUM ('small', 'large'); \

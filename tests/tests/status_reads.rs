@@ -656,7 +656,7 @@ fn drift_shows_in_the_health_the_overview_and_the_metrics_and_goes_once_declared
     let (ids, mut registers) = shop.add_registers(2);
     sync_all(&mut shop, &mut registers);
 
-    // A column added and not declared: the worker's pass is refused.
+    // A column added and not declared: the worker stops planning products.
     shop.run("ALTER TABLE shop.products ADD COLUMN vat_rate int");
     shop.run("UPDATE shop.products SET price_cents = 260");
     let health = wait_for_read(

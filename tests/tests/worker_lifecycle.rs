@@ -356,18 +356,16 @@ fn a_pass_refused_for_good_neither_crash_loops_the_worker_nor_stops_it_once_fixe
     deliver_when_relayed(&mut shop.pg, &mut register);
     assert_eq!(shelves_held(&register), shelves_on(&mut shop.pg));
 
-    // The shelves' note trigger is dropped: the relay's check refuses
-    // every pass until it is back.
-    let trigger: (String, String) = shop
-        .pg
-        .query_one(
-            "SELECT tgname::text, pg_get_triggerdef(oid) FROM pg_trigger \
-             WHERE tgrelid = 'shop.shelves'::regclass AND tgfoid = 'sync.note_row'::regproc",
-            &[],
-        )
-        .map(|r| (r.get(0), r.get(1)))
-        .unwrap();
-    shop.run(&format!("DROP TRIGGER {} ON shop.shelves", trigger.0));
+    // The engine's note trigger left on a table no declaration names (a
+    // table no longer declared, its trigger kept by hand): no table's plan
+    // says what becomes of its notes, so the relay's check refuses every
+    // pass until it is gone. (A problem of one declared table stops that
+    // table alone: tests/tests/drift.rs.)
+    shop.run(
+        "CREATE TABLE shop.old_prices (id uuid PRIMARY KEY); \
+         CREATE TRIGGER sync_note_row AFTER INSERT OR UPDATE OR DELETE ON shop.old_prices \
+             FOR EACH ROW EXECUTE FUNCTION sync.note_row('old_prices', '', '1', 'id', '0', '0')",
+    );
 
     // Changes to the products keep coming, each commit waking the worker.
     let mut commits = 0;
@@ -382,9 +380,9 @@ fn a_pass_refused_for_good_neither_crash_loops_the_worker_nor_stops_it_once_fixe
         refused[0].contains("differs from the declarations"),
         "{refused:#?}"
     );
-    let naming = format!("the trigger {} on shop.shelves is missing", trigger.0);
+    let naming = "the trigger sync_note_row on shop.old_prices is the engine's, and no declaration asks for it";
     assert!(
-        log.contains(&naming),
+        log.contains(naming),
         "the refusal does not say `{naming}`:\n{log}"
     );
     // Once each retry_every, not once for each commit that woke it.
@@ -402,8 +400,8 @@ fn a_pass_refused_for_good_neither_crash_loops_the_worker_nor_stops_it_once_fixe
     // A refusal no note is about sets no row aside.
     assert_eq!(set_aside(&mut shop.pg), 0);
 
-    // The trigger back: what waited goes, and so does what comes next.
-    shop.run(&trigger.1);
+    // The trigger gone: what waited goes, and so does what comes next.
+    shop.run("DROP TRIGGER sync_note_row ON shop.old_prices");
     deliver_when_relayed(&mut shop.pg, &mut register);
     shop.run("UPDATE shop.shelves SET label = 'Bottom'");
     wait_until("the shelves' change to reach the register", || {

@@ -96,8 +96,7 @@ fn indexes() -> SetOfIterator<'static, String> {
 #[pg_extern(volatile)]
 fn check() -> TableIterator<'static, (name!(problem, String), name!(fix, String))> {
     version::check();
-    let problems = drift::problems();
-    drift::record_these(&problems);
+    let problems = drift::record();
     TableIterator::new(problems.into_iter().map(|p| (p.message, p.hint)))
 }
 

@@ -66,9 +66,11 @@ fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
 pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let mut steps = Steps::start();
     let declarations = Declarations::read();
-    // Nothing runs on a database that is not as the declarations say: the
-    // refusal names every problem and what fixes it.
-    drift::check_before_pass(&declarations);
+    // Nothing is planned of what is not as the declarations say: a table
+    // that differs (and what cannot be planned without it) is stopped, and
+    // every other keeps flowing; a problem of the whole relay refuses the
+    // pass, naming every problem and what fixes it.
+    let stopped = drift::check_before_pass(&declarations);
     steps.end("check");
     // One statement for the pass's own settings, all for its transaction:
     // - jit off: a pass runs many short statements over scratch tables
@@ -88,15 +90,21 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     spi::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
     let redeclared = provision_all_if_redeclared(&declarations);
     steps.end("observe");
-    let tables = catalog::wishes::with_wishes(declarations.declared());
-    let journaled = journal::Journaled::of(&tables);
+    let all_tables = catalog::wishes::with_wishes(declarations.declared());
+    // Which tables are journaled is a matter of the declarations, whatever
+    // is stopped: a stopped table keeps its journal, planned nothing.
+    let journaled = journal::Journaled::of(&all_tables);
+    let tables: Vec<_> = all_tables
+        .into_iter()
+        .filter(|t| !stopped.contains(&t.name))
+        .collect();
     journal::prepare(&journaled, epoch.id, redeclared);
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
     let batch = notes
         .unwrap_or_else(|| settings::NOTES_PER_PASS.get())
         .max(0);
-    let planned = plan::plan(&tables, &journaled, i64::from(batch), starts);
+    let planned = plan::plan(&tables, &journaled, i64::from(batch), starts, &stopped);
     steps.end("plan");
     // Nothing planned: no cohort, nothing to load or record.
     let cohorts = if planned.anything { cohorts::form() } else { 0 };
@@ -128,6 +136,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
         "messages": recorded.messages,
         "bodies": recorded.bodies,
         "redeclared": redeclared,
+        "stopped": stopped,
         "set_aside": spi::one::<i64>("SELECT count(*) FROM sync.quarantine", &[]).unwrap_or(0),
     });
     if settings::PASS_TIMINGS.get() {

@@ -2,9 +2,11 @@
 -- makes each a constant of crate::statements::relay::plan (build.rs).
 
 -- name: READ_NOTES
+-- Not those of the tables stopped ($2): they wait for the fix.
 INSERT INTO sync_pass_notes (at, id, table_name, key)
     SELECT ctid, id, table_name, key
     FROM sync.notes
+    WHERE NOT table_name = ANY ($2::text[])
     ORDER BY id
     LIMIT $1
 
@@ -14,21 +16,19 @@ INSERT INTO sync_pass_notes (at, id, table_name, key)
 INSERT INTO sync_pass_group_notes (id, table_name, group_key, key, replica)
     SELECT id, table_name, group_key, key, replica
     FROM sync.group_notes
+    WHERE NOT table_name = ANY ($2::text[])
     ORDER BY id
     LIMIT $1
 
 -- name: CHANGED_ROWS
 -- A row's version is its newest note the snapshot sees, in the batch or
 -- beyond it: a replica recorded at that version lacks none of its changes.
--- For a batch cut short, so read again from sync.notes, with no nested
--- loops: that table is emptied by every pass, and its statistics, taken
--- while it was empty, make a nested loop look cheap where it is quadratic
--- (10,000 notes: 6 s instead of a few milliseconds).
+-- For a batch cut short, so looked up in sync.notes, a row at a time, by
+-- the index of rows (notes_of_rows): the look-ups cost the batch, where
+-- reading sync.notes again cost the backlog, every pass of it.
 INSERT INTO sync_pass_changed (table_name, key, note)
-    SELECT n.table_name, n.key, max(n.id) AS note
-    FROM sync.notes n
-    WHERE EXISTS (SELECT 1 FROM sync_pass_notes p WHERE p.table_name = n.table_name AND p.key = n.key)
-    GROUP BY n.table_name, n.key
+    SELECT c.table_name, c.key, ( SELECT max(n.id) FROM sync.notes n WHERE n.table_name = c.table_name AND n.key = c.key) AS note
+    FROM (SELECT DISTINCT table_name, key FROM sync_pass_notes) AS c
 
 -- name: CHANGED_ROWS_OF_WHOLE_BATCH
 -- The same when the batch holds every note the snapshot sees (fewer than
@@ -55,8 +55,9 @@ DELETE
     WHERE q.table_name = c.table_name AND q.key = c.key AND c.note > q.note
 
 -- name: RELEASE_DUE
--- Rows whose retry is due are planned again, for every replica.
-WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table_name, key)
+-- Rows whose retry is due are planned again, for every replica; those of
+-- the tables stopped ($1) stay set aside until the fix.
+WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() AND NOT table_name = ANY ($1::text[]) RETURNING table_name, key)
     INSERT INTO sync_pass_touched
     SELECT NULL, table_name, key
     FROM due
@@ -65,7 +66,8 @@ WITH due AS (DELETE FROM sync.quarantine WHERE retry_at <= now() RETURNING table
 -- Rows a replica refused are sent it again (or their deletes) when their
 -- retry is due, or when a relay starts: a deploy on either side may have
 -- fixed the cause. For that replica only.
-WITH due AS ( UPDATE sync.held_recorded SET retry_at = now() + current_setting('magic_sync.retry_every')::interval WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) RETURNING replica, table_name, key)
+-- Not those of the tables stopped ($2): they keep their retry until the fix.
+WITH due AS ( UPDATE sync.held_recorded SET retry_at = now() + current_setting('magic_sync.retry_every')::interval WHERE refused IS NOT NULL AND ($1 OR retry_at IS NULL OR retry_at <= now()) AND NOT table_name = ANY ($2::text[]) RETURNING replica, table_name, key)
     INSERT INTO sync_pass_touched
     SELECT replica, table_name, key
     FROM due
@@ -76,6 +78,12 @@ WITH due AS ( UPDATE sync.held_recorded SET retry_at = now() + current_setting('
 INSERT INTO sync_pass_blocked (replica, table_name, key)
     SELECT NULL::uuid, table_name, key
     FROM sync.quarantine
+
+-- name: DEFER_PROVISIONING
+-- While tables are stopped, no replica (nor stand-in) is provisioned: a
+-- snapshot planned without them would take their rows back. It keeps its
+-- flag, and is provisioned by the first pass after the fix.
+DELETE FROM sync_pass_replicas WHERE provision
 
 -- name: REPLICAS
 INSERT INTO sync_pass_replicas (id, provision, partition)

@@ -26,8 +26,8 @@ use crate::relay::journal::{self, Journaled};
 use crate::relay::scratch;
 use crate::spi;
 use crate::statements::relay::plan::{
-    BLOCKED, CHANGED_ROWS, CHANGED_ROWS_OF_WHOLE_BATCH, READ_GROUP_NOTES, READ_NOTES, REFUSED_DUE,
-    RELEASE_CHANGED, RELEASE_DUE, REPLICAS, TOUCHED,
+    BLOCKED, CHANGED_ROWS, CHANGED_ROWS_OF_WHOLE_BATCH, DEFER_PROVISIONING, READ_GROUP_NOTES,
+    READ_NOTES, REFUSED_DUE, RELEASE_CHANGED, RELEASE_DUE, REPLICAS, TOUCHED,
 };
 
 /// What planning found.
@@ -40,14 +40,20 @@ pub struct Planned {
 }
 
 /// Reads the pending notes and works out what every live replica is sent.
+/// `stopped` names the tables not planned while the database differs from
+/// their declarations (declare/drift.rs): their notes, rows set aside and
+/// refusals wait where they are, and no replica is provisioned meanwhile
+/// (a snapshot without them would take their rows back).
 pub fn plan(
     tables: &[Declared],
     journaled: &Journaled,
     notes_per_pass: i64,
     retry_all: bool,
+    stopped_tables: &[String],
 ) -> Planned {
-    let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into()]);
-    let group_notes = spi::run_counting(READ_GROUP_NOTES, &[notes_per_pass.into()]);
+    let stopped = || stopped_tables.to_vec().into();
+    let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into(), stopped()]);
+    let group_notes = spi::run_counting(READ_GROUP_NOTES, &[notes_per_pass.into(), stopped()]);
     // What the notes touch; with none read, sync.notes is empty too.
     if notes > 0 && (notes as i64) < notes_per_pass {
         spi::run(CHANGED_ROWS_OF_WHOLE_BATCH);
@@ -66,8 +72,8 @@ pub fn plan(
     if notes > 0 {
         spi::run(RELEASE_CHANGED);
     }
-    spi::run(RELEASE_DUE);
-    spi::run_with(REFUSED_DUE, &[retry_all.into()]);
+    spi::run_with(RELEASE_DUE, &[stopped()]);
+    spi::run_with(REFUSED_DUE, &[retry_all.into(), stopped()]);
     block(tables);
     if notes > 0 {
         read_old_pointers(tables);
@@ -81,6 +87,9 @@ pub fn plan(
     ]);
     spi::run(REPLICAS);
     journal::stand_ins_of_replicas(journaled);
+    if !stopped_tables.is_empty() {
+        spi::run(DEFER_PROVISIONING);
+    }
     scratch::analyze(&["sync_pass_replicas"]);
     let provisioning = snapshot::plan_snapshots(tables, journaled);
     let changes = incremental::plan_changes(tables, journaled);
