@@ -44,7 +44,7 @@ timeout --foreground 10m cargo test -p magic_sync_dashboard_server
 say "proto, replica, end-to-end and pg_regress tests"
 # A test that hangs fails the run here, with its name printed, rather than
 # running into CI's own limit.
-timeout --foreground 45m cargo test --workspace --exclude magic_sync --exclude magic_sync_dashboard_server
+timeout --foreground 45m cargo test --no-fail-fast --workspace --exclude magic_sync --exclude magic_sync_dashboard_server
 
 say "the extension's tests inside PostgreSQL"
 # PostgreSQL will not run as root: the test cluster runs as postgres.
