@@ -54,3 +54,11 @@ if [ ! -f "$dashboard/node_modules/.package-lock.json" ] \
     say "installing the dashboard's Node packages (npm ci)"
     (cd "$dashboard" && npm ci --no-audit --no-fund)
 fi
+
+# The shop's pages (examples/shop/web), from their lock, likewise.
+shop_pages="$(dirname "$0")/../examples/shop/web"
+if [ ! -f "$shop_pages/node_modules/.package-lock.json" ] \
+    || [ "$shop_pages/package-lock.json" -nt "$shop_pages/node_modules/.package-lock.json" ]; then
+    say "installing the shop's pages' Node packages (npm ci)"
+    (cd "$shop_pages" && npm ci --no-audit --no-fund)
+fi

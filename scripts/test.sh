@@ -18,6 +18,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 say "released steps of the extension's SQL, unchanged"
 bash scripts/released.sh
 
+say "every path the docs name, in the repository"
+bash scripts/doc-paths.sh
+
 say "installing the extension into PostgreSQL 15"
 cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG"
 
@@ -41,10 +44,18 @@ say "the dashboard: types, type check, build, vitest, the page in a browser"
 (cd dashboard && npm run check && npm run build && npm test)
 timeout --foreground 10m cargo test -p magic_sync_dashboard_server
 
+say "the shop's pages in a browser: the head office, two registers, the first things to try"
+# examples/shop (issue 35): its pages built (over the dashboard package
+# built above), then the head office (its own PostgreSQL, in a scratch
+# directory) and two registers run as programs, walked in headless
+# Chromium (screenshots in target/shop-screenshots/).
+(cd examples/shop/web && npm run build)
+timeout --foreground 10m cargo test -p magic_sync_shop --test in_a_browser
+
 say "proto, replica, end-to-end and pg_regress tests"
 # A test that hangs fails the run here, with its name printed, rather than
 # running into CI's own limit.
-timeout --foreground 45m cargo test --no-fail-fast --workspace --exclude magic_sync --exclude magic_sync_dashboard_server
+timeout --foreground 45m cargo test --no-fail-fast --workspace --exclude magic_sync --exclude magic_sync_dashboard_server --exclude magic_sync_shop
 
 say "the extension's tests inside PostgreSQL"
 # PostgreSQL will not run as root: the test cluster runs as postgres.

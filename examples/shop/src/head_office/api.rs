@@ -1,0 +1,231 @@
+//! What the head office's page asks for: the catalog (and its changes),
+//! the registers (and a register introducing itself), the receipts filed,
+//! and the engine's status reads for the dashboard.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use axum::response::IntoResponse;
+
+use crate::page::{self, body, failure, Failure};
+
+pub struct App {
+    /// The owner's connection: the head office's own tables, and the reads.
+    pub db: tokio_postgres::Client,
+    pub assets: PathBuf,
+}
+
+type Shared = State<Arc<App>>;
+
+fn database(e: tokio_postgres::Error) -> Failure {
+    let why = e
+        .as_db_error()
+        .map(|d| d.message().to_owned())
+        .unwrap_or_else(|| e.to_string());
+    failure(StatusCode::BAD_GATEWAY, why)
+}
+
+/// One status read: its jsonb, as the engine answered it.
+async fn read(app: &App, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Response {
+    match app.db.query_one(sql, args).await {
+        Ok(row) => {
+            let text: String = row.get(0);
+            match serde_json::from_str(&text) {
+                Ok(value) => page::json(&value),
+                Err(e) => failure(StatusCode::BAD_GATEWAY, e).into_response(),
+            }
+        }
+        Err(e) => database(e).into_response(),
+    }
+}
+
+pub async fn page(State(app): Shared, uri: Uri) -> Response {
+    page::serve(&app.assets, uri.path(), "index.html")
+}
+
+pub async fn products(State(app): Shared) -> Result<Response, Failure> {
+    let rows = app
+        .db
+        .query(
+            "SELECT id, name, price_cents FROM shop.products ORDER BY name, id",
+            &[],
+        )
+        .await
+        .map_err(database)?;
+    let products: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            json!({ "id": r.get::<_, Uuid>(0), "name": r.get::<_, String>(1), "price_cents": r.get::<_, i64>(2) })
+        })
+        .collect();
+    Ok(page::json(&json!(products)))
+}
+
+#[derive(Deserialize)]
+struct NewProduct {
+    name: String,
+    price_cents: i64,
+}
+
+#[derive(Deserialize)]
+struct ProductChange {
+    name: Option<String>,
+    price_cents: Option<i64>,
+}
+
+fn named(name: &str) -> Result<String, Failure> {
+    let name = name.trim();
+    if name.is_empty() {
+        Err(failure(StatusCode::BAD_REQUEST, "a product needs a name"))
+    } else {
+        Ok(name.to_owned())
+    }
+}
+
+fn priced(cents: i64) -> Result<i64, Failure> {
+    if cents < 0 {
+        Err(failure(StatusCode::BAD_REQUEST, "a price is not negative"))
+    } else {
+        Ok(cents)
+    }
+}
+
+pub async fn add_product(State(app): Shared, text: String) -> Result<Response, Failure> {
+    let new: NewProduct = body(&text)?;
+    let (name, cents) = (named(&new.name)?, priced(new.price_cents)?);
+    let id = Uuid::new_v4();
+    app.db
+        .execute(
+            "INSERT INTO shop.products (id, name, price_cents) VALUES ($1, $2, $3)",
+            &[&id, &name, &cents],
+        )
+        .await
+        .map_err(database)?;
+    Ok(page::json(&json!({ "id": id })))
+}
+
+pub async fn change_product(
+    State(app): Shared,
+    Path(id): Path<Uuid>,
+    text: String,
+) -> Result<Response, Failure> {
+    let change: ProductChange = body(&text)?;
+    let name = change.name.as_deref().map(named).transpose()?;
+    let cents = change.price_cents.map(priced).transpose()?;
+    let changed = app
+        .db
+        .execute(
+            "UPDATE shop.products SET name = coalesce($2, name), \
+             price_cents = coalesce($3, price_cents), updated_at = now() WHERE id = $1",
+            &[&id, &name, &cents],
+        )
+        .await
+        .map_err(database)?;
+    if changed == 0 {
+        return Err(failure(StatusCode::NOT_FOUND, "no such product"));
+    }
+    Ok(page::json(&json!({ "id": id })))
+}
+
+pub async fn delete_product(State(app): Shared, Path(id): Path<Uuid>) -> Result<Response, Failure> {
+    app.db
+        .execute("DELETE FROM shop.products WHERE id = $1", &[&id])
+        .await
+        .map_err(database)?;
+    Ok(page::json(&json!({ "id": id })))
+}
+
+pub async fn registers(State(app): Shared) -> Result<Response, Failure> {
+    let rows = app
+        .db
+        .query("SELECT id, name FROM shop.registers ORDER BY name, id", &[])
+        .await
+        .map_err(database)?;
+    let registers: Vec<_> = rows
+        .iter()
+        .map(|r| json!({ "id": r.get::<_, Uuid>(0), "name": r.get::<_, String>(1) }))
+        .collect();
+    Ok(page::json(&json!(registers)))
+}
+
+#[derive(Deserialize)]
+struct Introduction {
+    id: Uuid,
+    name: String,
+}
+
+/// A register introduces itself: written into the registers (the worker's
+/// next pass provisions it), and given the credential it presents to the
+/// gateway.
+pub async fn introduce(State(app): Shared, text: String) -> Result<Response, Failure> {
+    let register: Introduction = body(&text)?;
+    let name = named(&register.name)?;
+    app.db
+        .execute(
+            "INSERT INTO shop.registers (id, name) VALUES ($1, $2) \
+             ON CONFLICT (id) DO UPDATE SET name = excluded.name, active = true",
+            &[&register.id, &name],
+        )
+        .await
+        .map_err(database)?;
+    let (_, token) = magic_sync_gateway::credentials::issue(&app.db, register.id, &name)
+        .await
+        .map_err(database)?;
+    Ok(page::json(
+        &json!({ "id": register.id, "credential": token }),
+    ))
+}
+
+pub async fn receipts(State(app): Shared) -> Result<Response, Failure> {
+    let rows = app
+        .db
+        .query(
+            "SELECT r.id, r.register_id, g.name, r.product, r.total_cents, r.sold_at::text \
+             FROM shop.receipts r JOIN shop.registers g ON g.id = r.register_id \
+             ORDER BY r.sold_at DESC, r.id LIMIT 200",
+            &[],
+        )
+        .await
+        .map_err(database)?;
+    let receipts: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.get::<_, Uuid>(0),
+                "register_id": r.get::<_, Uuid>(1),
+                "register": r.get::<_, String>(2),
+                "product": r.get::<_, String>(3),
+                "total_cents": r.get::<_, i64>(4),
+                "sold_at": r.get::<_, String>(5),
+            })
+        })
+        .collect();
+    Ok(page::json(&json!(receipts)))
+}
+
+pub async fn overview(State(app): Shared) -> Response {
+    read(&app, "SELECT sync.overview(NULL, 20)::text", &[]).await
+}
+
+pub async fn progress(State(app): Shared, Path(replica): Path<Uuid>) -> Response {
+    let scope = json!({ "replicas": [replica] }).to_string();
+    read(
+        &app,
+        "SELECT sync.progress($1::text::jsonb)::text",
+        &[&scope],
+    )
+    .await
+}
+
+pub async fn wishes(State(app): Shared) -> Response {
+    let none: Option<String> = None;
+    read(&app, "SELECT sync.wishes(NULL, $1, 0, 20)::text", &[&none]).await
+}

@@ -1,0 +1,217 @@
+//! The shop's head office:
+//!
+//!     head-office [--database URL] [--bind ADDR] [--data DIR] [--assets DIR]
+//!
+//! With no database named, it starts a PostgreSQL cluster of its own under
+//! `head-office-data/` in the directory it runs in (kept between runs: a
+//! restart is the same head office), with the extension preloaded and its
+//! relay worker on the database `shop`; with `--database URL` it uses
+//! yours (the extension preloaded there, as docs/src/quick-start.md says).
+//! Either way it makes its tables and declares them the first time. It
+//! mounts the WebSocket gateway (`/link`) that the registers connect
+//! through, and serves its page: the catalog, the registers, the receipts
+//! filed and the dashboard. It binds 127.0.0.1:8080 unless told otherwise
+//! (`--bind`), and says where on its first line. Ctrl-C stops it (and its
+//! own PostgreSQL) losing nothing.
+
+mod api;
+mod cluster;
+#[path = "../page.rs"]
+mod page;
+mod schema;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use axum::routing::{get, patch};
+use axum::Router;
+use magic_sync_gateway::credentials::Tokens;
+use magic_sync_gateway::{Gateway, Settings};
+use tokio_postgres::NoTls;
+
+struct Args {
+    database: Option<String>,
+    bind: SocketAddr,
+    data: PathBuf,
+    assets: PathBuf,
+}
+
+fn args() -> Result<Args, String> {
+    let mut args = Args {
+        database: None,
+        bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        data: PathBuf::from("head-office-data"),
+        assets: page::default_assets(),
+    };
+    let mut all = std::env::args().skip(1);
+    while let Some(arg) = all.next() {
+        let mut value = || all.next().ok_or(format!("{arg} takes a value"));
+        match arg.as_str() {
+            "--database" => args.database = Some(value()?),
+            "--bind" => {
+                let v = value()?;
+                args.bind = v
+                    .parse()
+                    .map_err(|_| format!("--bind {v:?}: an address and port, 0.0.0.0:8080"))?
+            }
+            "--data" => args.data = PathBuf::from(value()?),
+            "--assets" => args.assets = PathBuf::from(value()?),
+            _ => {
+                return Err(format!(
+                    "{arg}? usage: head-office [--database URL] [--bind ADDR] [--data DIR] [--assets DIR]"
+                ))
+            }
+        }
+    }
+    Ok(args)
+}
+
+async fn stopped() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM is heard");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Makes the head office's tables the first time, on the owner's
+/// connection; `own` says the cluster is its own (it makes the gateway's
+/// role there too).
+async fn migrate(owner: &tokio_postgres::Client, own: bool) -> Result<(), String> {
+    let made: bool = owner
+        .query_one("SELECT to_regclass('shop.registers') IS NOT NULL", &[])
+        .await
+        .map_err(|e| e.to_string())?
+        .get(0);
+    if made {
+        return Ok(());
+    }
+    let mut sql = schema::MIGRATION.to_owned();
+    if own {
+        sql.push_str(schema::GATEWAY_ROLE);
+    }
+    sql.push_str(schema::FIRST_PRODUCTS);
+    owner
+        .batch_execute(&format!("BEGIN; {sql} COMMIT;"))
+        .await
+        .map_err(|e| format!("making the head office's tables: {e}"))
+}
+
+async fn connect(url: &str) -> Result<tokio_postgres::Client, String> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String> {
+    page::check_built(&args.assets, "index.html")?;
+    let (owner_url, gateway_url) = match (&args.database, own) {
+        (Some(url), _) => (url.clone(), url.clone()),
+        (None, Some(cluster)) => {
+            let postgres = connect(&cluster.url("postgres", "postgres")).await?;
+            let exists: bool = postgres
+                .query_one(
+                    "SELECT EXISTS (SELECT FROM pg_database WHERE datname = 'shop')",
+                    &[],
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .get(0);
+            if !exists {
+                postgres
+                    .batch_execute("CREATE DATABASE shop")
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            (
+                cluster.url("postgres", "shop"),
+                cluster.url("gateway", "shop"),
+            )
+        }
+        (None, None) => unreachable!("a database, or the head office's own"),
+    };
+    let owner = connect(&owner_url).await?;
+    migrate(&owner, own.is_some()).await?;
+
+    let mut settings = Settings::new(gateway_url);
+    settings.listen = args.bind;
+    let gateway = Arc::new(
+        Gateway::start(settings, Arc::new(Tokens::issued_only()))
+            .await
+            .map_err(|e| format!("the gateway: {e}"))?,
+    );
+    let app = Arc::new(api::App {
+        db: owner,
+        assets: args.assets.clone(),
+    });
+    let router = Router::new()
+        .route("/api/products", get(api::products).post(api::add_product))
+        .route(
+            "/api/products/{id}",
+            patch(api::change_product).delete(api::delete_product),
+        )
+        .route("/api/registers", get(api::registers).post(api::introduce))
+        .route("/api/receipts", get(api::receipts))
+        .route("/api/overview", get(api::overview))
+        .route("/api/progress/{replica}", get(api::progress))
+        .route("/api/wishes", get(api::wishes))
+        .fallback(get(api::page))
+        .with_state(app)
+        .merge(gateway.router());
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("head office: http://{address}");
+    let stopping = gateway.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            stopped().await;
+            stopping.stop().await;
+        })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("head-office: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let own = match &args.database {
+        Some(_) => None,
+        None => match cluster::Cluster::start(&args.data) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("head-office: its PostgreSQL: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let result = runtime.block_on(serve(args, own.as_ref()));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    if let Some(cluster) = own {
+        cluster.stop();
+    }
+    match result {
+        Ok(()) => {
+            eprintln!("head-office: stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("head-office: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

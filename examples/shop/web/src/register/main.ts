@@ -1,0 +1,5 @@
+import '../page.css'
+import { createApp } from 'vue'
+import RegisterPage from './RegisterPage.vue'
+
+createApp(RegisterPage).mount('#app')
