@@ -42,11 +42,11 @@ say "the dashboard: types, type check, build, vitest, the page in a browser"
 timeout --foreground 10m cargo test -p magic_sync_dashboard_server
 
 say "the shop's pages in a browser: the head office, two registers, the first things to try"
-# examples/shop (issue 35): its pages built (over the dashboard package
-# built above), then the head office (its own PostgreSQL, in a scratch
+# examples/shop (issue 35): its pages type-checked, built (over the
+# dashboard package built above) and their sentences tested (vitest), then the head office (its own PostgreSQL, in a scratch
 # directory) and two registers run as programs, walked in headless
 # Chromium (screenshots in target/shop-screenshots/).
-(cd examples/shop/web && npm run build)
+(cd examples/shop/web && npm run check && npm run build && npm test)
 timeout --foreground 10m cargo test -p magic_sync_shop --test in_a_browser
 
 say "proto, replica, end-to-end and pg_regress tests"
