@@ -18,6 +18,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 say "released steps of the extension's SQL, unchanged"
 bash scripts/released.sh
 
+say "every path the docs name, in the repository"
+bash scripts/doc-paths.sh
+
 say "installing the extension into PostgreSQL 15"
 cargo pgrx install -p magic_sync --pg-config "$PG_CONFIG"
 
