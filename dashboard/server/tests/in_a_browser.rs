@@ -265,12 +265,50 @@ fn the_page_shows_each_state_as_the_registers_go_through_them() {
     );
     browser.look(json!({ "tone": "fix" }), "6-kiosk-picked");
 
+    // A column added to the products and not declared: every register
+    // waits for the fix, saying why, and the statement that mends it is
+    // shown to copy.
+    fleet.drift();
+    let every: Vec<(&str, &str)> = fleet::NAMES.iter().map(|n| (*n, "awaiting_fix")).collect();
+    let seen = browser.look(
+        json!({ "tone": "fix", "states": states(&fleet, &every) }),
+        "7-drift",
+    );
+    assert!(
+        seen["banner"]["text"].as_str().unwrap().contains(
+            "1 difference between the database and its declarations waits for its statement to be run."
+        ),
+        "{seen:#}"
+    );
+    for name in fleet::NAMES {
+        assert!(
+            line_of(&seen, &id(&fleet, name))
+                .contains("It waits for the database to match its declarations again"),
+            "{seen:#}"
+        );
+    }
+    let drift = &seen["problems"][0];
+    assert_eq!(drift["kind"], "drift", "the drift listed first: {seen:#}");
+    assert_eq!(drift["remedy"], "fix");
+    let text = drift["text"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "shop.products differs from its declaration: column vat_rate (integer) was added"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("SELECT sync.declare_table('\"shop\".\"products\"', sync => 'broadcast');"),
+        "{text}"
+    );
+    assert!(text.contains("Copy the statement"), "{text}");
+
     // The reader may read no more: the page says why, and keeps the last answer.
     fleet
         .pg
         .batch_execute("REVOKE EXECUTE ON FUNCTION sync.overview(jsonb, integer) FROM dashboard")
         .unwrap();
-    let seen = browser.look(json!({ "failed": true, "tone": "fix" }), "7-read-failed");
+    let seen = browser.look(json!({ "failed": true, "tone": "fix" }), "8-read-failed");
     assert!(
         seen["failed"]
             .as_str()
@@ -278,7 +316,13 @@ fn the_page_shows_each_state_as_the_registers_go_through_them() {
             .contains("permission denied for function overview"),
         "{seen:#}"
     );
-    assert_eq!(seen["replicas"][0]["id"], kiosk, "the last answer is kept");
+    assert!(
+        seen["banner"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("6 replicas of 6 wait for a fix to be deployed."),
+        "the last answer is kept: {seen:#}"
+    );
     writeln!(browser.stdin, "{}", json!({ "quit": true })).unwrap();
 }
 

@@ -4,6 +4,7 @@
 import type {
   Explain,
   Health,
+  KeptAway,
   Listing,
   Overview,
   OverviewHealth,
@@ -98,7 +99,9 @@ export function bannerOf(overview: Overview, c: Context): Banner {
   const total = overview.replicas.total
   const fixing = count(overview.states, 'awaiting_fix')
   if (fixing > 0 || !overview.healthy) {
-    const sentence = fixing > 0 ? w.waitForFix(fixing, total) : w.problemsWaitForFix(fixesIn(overview.health))
+    const waits = fixing > 0 ? w.waitForFix(fixing, total) : w.problemsWaitForFix(fixesIn(overview.health))
+    const drifted = overview.health.drift.total
+    const sentence = drifted > 0 ? `${w.drifted(drifted)} ${waits}` : waits
     return { tone: 'fix', label: w.tone.fix, sentence }
   }
   const parts: string[] = []
@@ -148,6 +151,7 @@ export function replicaLine(r: Replica, c: Context): ReplicaLine {
       reasons.push(w.failures(why.failures, agoOf(why.failed_at, c), why.last_error))
       break
     case 'awaiting_fix':
+      if (why.drift) reasons.push(w.awaitsDrift())
       if (why.refused > 0) reasons.push(w.refusedRows(why.refused))
       if (why.kept > 0) reasons.push(w.keptUploads(why.kept))
       break
@@ -252,7 +256,7 @@ export function tableLines(tables: TableFigures[], c: Context): TableLine[] {
 // ---------------------------------------------------------------------------
 // The problems.
 
-export type ProblemKind = 'notes' | 'set_aside' | 'refused' | 'inbox' | 'failing' | 'stalled'
+export type ProblemKind = 'drift' | 'notes' | 'set_aside' | 'refused' | 'inbox' | 'failing' | 'stalled'
 
 export interface Problem {
   kind: ProblemKind
@@ -262,6 +266,42 @@ export interface Problem {
   remedySentence: string
   /** The replica it is of, if one. */
   replica: string | null
+  /** The fix the engine gives, as its words and the statement to run (a drift's); null when it gives none. */
+  fix: Fix | null
+}
+
+/** A fix the engine gives: what to do, in its words, and the SQL to run, to copy whole. */
+export interface Fix {
+  /** The engine's words around the statement ("Declare it again (in the migration that changed it)"), if any. */
+  advice: string[]
+  /** The statement(s) to run, one a line; null when the fix holds no SQL. */
+  statement: string | null
+  /** What to run, in a sentence of the package's words. */
+  sentence: string
+}
+
+// A line of SQL: a statement's first word, after the engine's words and a colon if any.
+const SQL_LINE = /^(?:(.*?):\s*)?((?:SELECT|CREATE|DROP|ALTER|CALL|GRANT|REVOKE|COMMENT|INSERT|UPDATE|DELETE|DO|SET)\b.*)$/
+
+/**
+ * The engine's fix, split into its words and its statement: each line is
+ * SQL (from its first keyword, any words before a colon kept as advice),
+ * or the engine's words.
+ */
+export function fixOf(text: string, words: Words): Fix {
+  const advice: string[] = []
+  const sql: string[] = []
+  for (const line of text.split('\n').map((l) => l.trim()).filter((l) => l.length > 0)) {
+    const m = SQL_LINE.exec(line)
+    if (!m) {
+      advice.push(line.replace(/:$/, ''))
+      continue
+    }
+    if (m[1]) advice.push(m[1])
+    sql.push(m[2])
+  }
+  const statement = sql.length > 0 ? sql.join('\n') : null
+  return { advice, statement, sentence: statement ? words.runStatement(sql.length) : words.noStatement() }
 }
 
 /** The health's items, those that wait for a fix first, each a sentence with its reason. */
@@ -269,10 +309,13 @@ export function problemsOf(health: OverviewHealth | Health, c?: Context): Proble
   const ctx = c ?? { words: languages.en, clock: null, page: 0, silentAfter: Infinity }
   const w = ctx.words
   const out: Problem[] = []
-  const add = (kind: ProblemKind, remedy: Remedy, sentence: string, replica: string | null) =>
-    out.push({ kind, remedy, sentence, remedySentence: w.remedy[remedy], replica })
+  const add = (kind: ProblemKind, remedy: Remedy, sentence: string, replica: string | null, fix: Fix | null = null) =>
+    out.push({ kind, remedy, sentence, remedySentence: w.remedy[remedy], replica, fix })
   const name = (id: string) => nameOf(id, ctx)
   const label = (t: string) => labelOf(t, ctx)
+  for (const d of health.drift.first) {
+    add('drift', d.remedy, w.differs(d.problem.replace(/^magic_sync:\s*/, ''), agoOf(d.found_at, ctx)), null, fixOf(d.fix, w))
+  }
   if (health.notes.pending > 0) {
     add('notes', health.notes.remedy, w.notesWaiting(health.notes.pending, agoOf(health.notes.oldest_at, ctx)), null)
   }
@@ -295,7 +338,7 @@ export function problemsOf(health: OverviewHealth | Health, c?: Context): Proble
 
 /** How many of the health's items its lists left out (they are cut at the read's limit). */
 export function problemsLeftOut(health: OverviewHealth | Health): number {
-  const lists = [health.set_aside, health.refused, health.inbox, health.failing, health.stalled]
+  const lists = [health.drift, health.set_aside, health.refused, health.inbox, health.failing, health.stalled]
   return lists.reduce((n, l) => n + Math.max(0, l.total - l.first.length), 0)
 }
 
@@ -390,7 +433,7 @@ export function explainOf(e: Explain, c: Context): string[] {
   for (const k of e.kept_away) {
     switch (k.reason) {
       case 'no_rule':
-        out.push(w.keptNoRule(k.rule))
+        out.push(noRuleOf(k, c))
         break
       case 'no_such_row':
         out.push(w.keptNoSuchRow())
@@ -421,6 +464,32 @@ export function explainOf(e: Explain, c: Context): string[] {
     }
   }
   return out
+}
+
+type NoRule = Extract<KeptAway, { reason: 'no_rule' }>
+
+/** "register_id = 0196…", each column the rule read beside the value the row holds there. */
+function readOf(columns: string[], values: (string | null)[]): string {
+  return columns.map((col, i) => `${col} = ${values[i] ?? 'NULL'}`).join(', ')
+}
+
+/** Why no rule sends the row to the replica, as what its rule read of the row. */
+export function noRuleOf(k: NoRule, c: Context): string {
+  const w = c.words
+  const read = readOf(k.columns, k.values)
+  switch (k.rule) {
+    case 'assigned':
+      if (k.belongs_to === null) return w.noRuleAssignedToNone(read)
+      return w.noRuleAssigned(read, nameOf(k.belongs_to.replica, c), k.belongs_to.live)
+    case 'follows':
+      return w.noRuleFollows(labelOf(k.follows ?? '', c), read)
+    case 'grouped':
+      return w.noRuleGrouped(k.groups)
+    case 'none':
+      return w.noRuleNone()
+    default:
+      return w.keptNoRule(k.rule)
+  }
 }
 
 // ---------------------------------------------------------------------------

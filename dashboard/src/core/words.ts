@@ -23,6 +23,7 @@ export interface Words {
   onTheirWay(replicas: number, total: number): string
   outOfReach(replicas: number): string
   notMoving(replicas: number): string
+  drifted(differences: number): string
   // A replica's state, and what is behind it.
   state: Record<KnownState, string>
   unknownState(state: string): string
@@ -41,6 +42,7 @@ export interface Words {
   failures(n: number, age: string | null, error: string | null): string
   refusedRows(n: number): string
   keptUploads(n: number): string
+  awaitsDrift(): string
   stalledSince(messages: number, age: string | null): string
   wishCounts(kind: 'pending' | 'waiting' | 'refused' | 'superseded', n: number): string
   // The list of replicas.
@@ -62,6 +64,13 @@ export interface Words {
   noProblem(): string
   remedy: Record<Remedy, string>
   notesWaiting(n: number, age: string | null): string
+  differs(problem: string, age: string | null): string
+  runStatement(statements: number): string
+  noStatement(): string
+  statementLabel(): string
+  copy(): string
+  copied(): string
+  copyFailed(): string
   rowSetAside(table: string, key: string, reason: string): string
   rowRefused(replica: string, table: string, key: string, reason: string, heldBack: boolean): string
   uploadKept(replica: string, table: string, key: string, reason: string, waiting: boolean): string
@@ -86,6 +95,11 @@ export interface Words {
   becauseFollows(table: string, key: string): string
   becauseParentOf(table: string, key: string): string
   keptNoRule(rule: string): string
+  noRuleAssigned(read: string, name: string, live: boolean): string
+  noRuleAssignedToNone(read: string): string
+  noRuleFollows(table: string, read: string): string
+  noRuleGrouped(groups: number): string
+  noRuleNone(): string
   keptNoSuchRow(): string
   keptNotLive(): string
   keptOtherPartition(row: string, replica: string): string
@@ -145,6 +159,11 @@ const en: Words = {
       one: '1 replica is not moving: it is heard from but applies nothing.',
       other: '{n} replicas are not moving: they are heard from but apply nothing.',
     }),
+  drifted: (n) =>
+    plural('en', n, {
+      one: '1 difference between the database and its declarations waits for its statement to be run.',
+      other: '{n} differences between the database and its declarations wait for their statements to be run.',
+    }),
   state: {
     awaiting_fix: 'Waiting for a fix',
     unreachable: 'Out of reach',
@@ -186,6 +205,8 @@ const en: Words = {
   refusedRows: (n) => plural('en', n, { one: '1 row it refused is set aside.', other: '{n} rows it refused are set aside.' }),
   keptUploads: (n) =>
     plural('en', n, { one: '1 upload of its is kept in the inbox.', other: '{n} uploads of its are kept in the inbox.' }),
+  awaitsDrift: () =>
+    'It waits for the database to match its declarations again: run the statement shown under what the engine waits on.',
   stalledSince: (messages, age) =>
     plural('en', messages, {
       one: '1 message waits for it, and it has applied nothing',
@@ -231,6 +252,17 @@ const en: Words = {
   notesWaiting: (n, age) =>
     plural('en', n, { one: '1 change is not planned yet', other: '{n} changes are not planned yet' }) +
     (age ? `; the oldest was noted ${age}.` : '.'),
+  differs: (problem, age) => `${problem}${age ? ` (found ${age})` : ''}.`,
+  runStatement: (n) =>
+    plural('en', n, {
+      one: 'Run this statement; the engine then goes on by itself.',
+      other: 'Run these {n} statements; the engine then goes on by itself.',
+    }),
+  noStatement: () => 'The engine gives no statement to run: do as it says.',
+  statementLabel: () => 'The statement to run',
+  copy: () => 'Copy the statement',
+  copied: () => 'Copied.',
+  copyFailed: () => 'Could not copy: select the statement and copy it.',
   rowSetAside: (table, key, reason) => `A row of ${table} (${key}) is set aside on the server: ${reason}.`,
   rowRefused: (replica, table, key, reason, heldBack) =>
     heldBack
@@ -280,6 +312,20 @@ const en: Words = {
   becauseFollows: (table, key) => `It follows ${table} ${key}, which goes there.`,
   becauseParentOf: (table, key) => `${table} ${key}, which goes there, points at it.`,
   keptNoRule: (rule) => `Its rule (${rule}) does not send it there.`,
+  noRuleAssigned: (read, name, live) =>
+    `Its rule (assigned) sends it to ${name} alone (${read})${live ? '' : `, and ${name} is not live`}.`,
+  noRuleAssignedToNone: (read) =>
+    `Its rule (assigned) sends it to the replica ${read} names, and the engine knows no such replica.`,
+  noRuleFollows: (table, read) => `It follows ${table} (${read}), which this replica should not hold.`,
+  noRuleGrouped: (n) =>
+    n === 0
+      ? 'Its rule (grouped) sends it to the replicas of its groups, and it is a member of none.'
+      : plural('en', n, {
+          one: 'Its rule (grouped) sends it to the replicas of its groups: it is a member of 1, not given to this replica.',
+          other: 'Its rule (grouped) sends it to the replicas of its groups: it is a member of {n}, none given to this replica.',
+        }),
+  noRuleNone: () =>
+    'Its table has no rule of its own (none): it goes only where a row held there points at it, and none does.',
   keptNoSuchRow: () => 'There is no such row.',
   keptNotLive: () => 'The replica is not live.',
   keptOtherPartition: (row, replica) => `The row is of partition ${row}, the replica of ${replica}.`,
@@ -344,6 +390,11 @@ const es: Words = {
       one: '1 réplica no avanza: se la oye, pero no aplica nada.',
       other: '{n} réplicas no avanzan: se las oye, pero no aplican nada.',
     }),
+  drifted: (n) =>
+    plural('es', n, {
+      one: '1 diferencia entre la base de datos y sus declaraciones espera que se ejecute su sentencia.',
+      other: '{n} diferencias entre la base de datos y sus declaraciones esperan que se ejecuten sus sentencias.',
+    }),
   state: {
     awaiting_fix: 'Espera un arreglo',
     unreachable: 'Fuera de alcance',
@@ -386,6 +437,8 @@ const es: Words = {
       one: '1 subida suya se guarda en la bandeja de entrada.',
       other: '{n} subidas suyas se guardan en la bandeja de entrada.',
     }),
+  awaitsDrift: () =>
+    'Espera que la base de datos vuelva a coincidir con sus declaraciones: ejecute la sentencia que se muestra en lo que espera el motor.',
   stalledSince: (messages, age) =>
     plural('es', messages, {
       one: '1 mensaje la espera y no ha aplicado nada',
@@ -431,6 +484,17 @@ const es: Words = {
   notesWaiting: (n, age) =>
     plural('es', n, { one: '1 cambio todavía no está planificado', other: '{n} cambios todavía no están planificados' }) +
     (age ? `; el más antiguo se anotó ${age}.` : '.'),
+  differs: (problem, age) => `${problem}${age ? ` (hallado ${age})` : ''}.`,
+  runStatement: (n) =>
+    plural('es', n, {
+      one: 'Ejecute esta sentencia; luego el motor sigue solo.',
+      other: 'Ejecute estas {n} sentencias; luego el motor sigue solo.',
+    }),
+  noStatement: () => 'El motor no da ninguna sentencia que ejecutar: haga lo que dice.',
+  statementLabel: () => 'La sentencia que hay que ejecutar',
+  copy: () => 'Copiar la sentencia',
+  copied: () => 'Copiada.',
+  copyFailed: () => 'No se pudo copiar: seleccione la sentencia y cópiela.',
   rowSetAside: (table, key, reason) => `Una fila de ${table} (${key}) está apartada en el servidor: ${reason}.`,
   rowRefused: (replica, table, key, reason, heldBack) =>
     heldBack
@@ -483,6 +547,20 @@ const es: Words = {
   becauseFollows: (table, key) => `Sigue a ${table} ${key}, que va allí.`,
   becauseParentOf: (table, key) => `${table} ${key}, que va allí, apunta a ella.`,
   keptNoRule: (rule) => `Su regla (${rule}) no la envía allí.`,
+  noRuleAssigned: (read, name, live) =>
+    `Su regla (assigned) la envía solo a ${name} (${read})${live ? '' : `, y ${name} no está activa`}.`,
+  noRuleAssignedToNone: (read) =>
+    `Su regla (assigned) la envía a la réplica que nombra ${read}, y el motor no conoce esa réplica.`,
+  noRuleFollows: (table, read) => `Sigue a ${table} (${read}), que esta réplica no debe tener.`,
+  noRuleGrouped: (n) =>
+    n === 0
+      ? 'Su regla (grouped) la envía a las réplicas de sus grupos, y no es miembro de ninguno.'
+      : plural('es', n, {
+          one: 'Su regla (grouped) la envía a las réplicas de sus grupos: es miembro de 1, que no está dado a esta réplica.',
+          other: 'Su regla (grouped) la envía a las réplicas de sus grupos: es miembro de {n}, ninguno dado a esta réplica.',
+        }),
+  noRuleNone: () =>
+    'Su tabla no tiene regla propia (none): solo va donde una fila que se tiene allí apunta a ella, y ninguna lo hace.',
   keptNoSuchRow: () => 'No existe esa fila.',
   keptNotLive: () => 'La réplica no está activa.',
   keptOtherPartition: (row, replica) => `La fila es de la partición ${row}, la réplica de ${replica}.`,

@@ -1,6 +1,6 @@
 // The components over every answer the engine gave (the golden files and
 // the fixtures): what a person reads.
-import { mount } from '@vue/test-utils'
+import { flushPromises, mount } from '@vue/test-utils'
 import { describe, expect, it } from 'vitest'
 import { nextTick } from 'vue'
 import { createI18n } from 'vue-i18n'
@@ -32,7 +32,7 @@ describe('SyncDashboard', () => {
       expect(shown.length).toBe(o.replicas.first.length)
       expect(w.findAll('.msd-table tbody tr').length).toBe(o.tables.length)
       const problems = w.findAll('.msd-problem')
-      const listed = ['set_aside', 'refused', 'inbox', 'failing', 'stalled'].reduce(
+      const listed = ['drift', 'set_aside', 'refused', 'inbox', 'failing', 'stalled'].reduce(
         (n, k) => n + (o.health as unknown as Record<string, { first: unknown[] }>)[k].first.length,
         o.health.notes.pending > 0 ? 1 : 0,
       )
@@ -141,6 +141,60 @@ describe('SyncDashboard', () => {
   })
 })
 
+describe('a table that differs from its declaration', () => {
+  const drift = unmasked(answers['overview-drift'] as Overview)
+
+  it('is a problem waiting for a fix, first, with the statement that mends it to copy', async () => {
+    const written: string[] = []
+    const clipboard = { writeText: async (text: string) => void written.push(text) }
+    Object.defineProperty(globalThis.navigator, 'clipboard', { value: clipboard, configurable: true })
+    const w = mount(SyncDashboard, { props: { overview: drift } })
+    const problem = w.get('.msd-problem')
+    expect(problem.attributes('data-kind')).toBe('drift')
+    expect(problem.attributes('data-remedy')).toBe('fix')
+    expect(problem.text()).toContain(
+      'shop.products differs from its declaration: column vat_rate (integer) was added (found 5 minutes ago).',
+    )
+    expect(problem.text()).toContain('Waits for a fix to be deployed')
+    expect(problem.get('.msd-fix-advice').text()).toBe('Declare it again (in the migration that changed it)')
+    const statement = `SELECT sync.declare_table('"shop"."products"', sync => 'broadcast');`
+    expect(problem.get('pre.msd-statement').text()).toBe(statement)
+    expect(problem.get('.msd-fix-sentence').text()).toBe('Run this statement; the engine then goes on by itself.')
+    await problem.get('button.msd-copy').trigger('click')
+    await flushPromises()
+    expect(written).toEqual([statement])
+    expect(problem.get('.msd-copied').text()).toBe('Copied.')
+  })
+
+  it('says when the statement could not be copied, so a person selects it', async () => {
+    const clipboard = { writeText: async () => Promise.reject(new Error('denied')) }
+    Object.defineProperty(globalThis.navigator, 'clipboard', { value: clipboard, configurable: true })
+    const w = mount(SyncDashboard, { props: { overview: drift } })
+    await w.get('.msd-problem[data-kind="drift"] button.msd-copy').trigger('click')
+    await flushPromises()
+    expect(w.get('.msd-copied').text()).toBe('Could not copy: select the statement and copy it.')
+  })
+
+  it('turns the banner red, saying the database differs and how many replicas wait', () => {
+    const w = mount(SyncDashboard, { props: { overview: drift } })
+    expect(w.get('.msd-banner').attributes('data-tone')).toBe('fix')
+    expect(w.get('.msd-banner-sentence').text()).toBe(
+      '1 difference between the database and its declarations waits for its statement to be run. ' +
+        '6 replicas of 6 wait for a fix to be deployed.',
+    )
+  })
+
+  it('has every replica awaiting the fix say why', () => {
+    const w = mount(SyncDashboard, { props: { overview: drift, locale: 'es' } })
+    const replicas = w.findAll('.msd-replica')
+    expect(replicas.length).toBe(6)
+    for (const r of replicas) {
+      expect(r.attributes('data-state')).toBe('awaiting_fix')
+      expect(r.text()).toContain('Espera que la base de datos vuelva a coincidir con sus declaraciones')
+    }
+  })
+})
+
 describe('every other answer', () => {
   for (const [name, health] of answersOf('health')) {
     it(`draws the problems of ${name}, each with its reason and remedy`, () => {
@@ -148,7 +202,7 @@ describe('every other answer', () => {
       const o = answers['overview-synced'] as Overview
       const w = mount(SyncDashboard, { props: { overview: { ...o, health: figures, healthy: figures.healthy } } })
       const h = figures as unknown as Record<string, { first: unknown[] }> & { notes: { pending: number } }
-      const listed = ['set_aside', 'refused', 'inbox', 'failing', 'stalled'].reduce((n, k) => n + h[k].first.length, h.notes.pending > 0 ? 1 : 0)
+      const listed = ['drift', 'set_aside', 'refused', 'inbox', 'failing', 'stalled'].reduce((n, k) => n + h[k].first.length, h.notes.pending > 0 ? 1 : 0)
       expect(w.findAll('.msd-problem').length).toBe(listed)
       for (const p of w.findAll('.msd-problem')) expect(p.text()).toMatch(/Waits for (the network|a fix)/)
       if (listed === 0) expect(w.text()).toContain('Nothing waits: no problem to show.')
@@ -190,6 +244,20 @@ describe('RowPlaces', () => {
       expect(w.findAll('.msd-place').map((x) => x.attributes('data-state'))).toEqual(p.places.map((x) => x.state))
     })
   }
+
+  it('explains a row no rule sends there by what the rule read of it', () => {
+    const e = answers['explain-no-rule'] as { replica: string; table: string; key: string }
+    const owner = '00000000-0000-0000-0000-00000000000a'
+    const place = { replica: e.replica, state: 'missing', confirmed: false, leaving: null, newest_note: null, note: null, refused: null, sent: null }
+    const places = { contract: 1, now: '<time>', table: e.table, key: e.key, unconcerned: 0, places: [place] }
+    const w = mount(RowPlaces, {
+      props: { places, explain: e, explained: e.replica, names: { [e.replica]: 'Back', [owner]: 'Front' } },
+    })
+    expect(w.findAll('.msd-explain li').map((li) => li.text())).toEqual([
+      'Back does not hold it, and should not hold it.',
+      `Its rule (assigned) sends it to Front alone (register_id = ${owner}).`,
+    ])
+  })
 
   it('says a replica refused the row and why, and explains it when asked', async () => {
     const places = answers['row-progress-refused']

@@ -7,6 +7,7 @@ import {
   bannerOf,
   clockOf,
   explainOf,
+  fixOf,
   isSilent,
   languages,
   parseServerTime,
@@ -161,6 +162,85 @@ describe('the problems', () => {
   })
 })
 
+describe('a drift', () => {
+  const health = unmasked(answers['health-drift'] as Health)
+  const overview = unmasked(answers['overview-drift'] as Overview)
+  const statement = `SELECT sync.declare_table('"shop"."products"', sync => 'broadcast');`
+
+  it('is a problem waiting for a fix, first, saying what differs and since when, in each language', () => {
+    const [en] = problemsOf(health, context(languages.en))
+    expect(en).toMatchObject({
+      kind: 'drift',
+      remedy: 'fix',
+      replica: null,
+      sentence: 'shop.products differs from its declaration: column vat_rate (integer) was added (found 5 minutes ago).',
+      fix: {
+        advice: ['Declare it again (in the migration that changed it)'],
+        statement,
+        sentence: 'Run this statement; the engine then goes on by itself.',
+      },
+    })
+    const [es] = problemsOf(health, context(languages.es))
+    expect(es.sentence).toBe(
+      'shop.products differs from its declaration: column vat_rate (integer) was added (hallado hace 5 minutos).',
+    )
+    expect(es.fix!.sentence).toBe('Ejecute esta sentencia; luego el motor sigue solo.')
+    expect(es.remedySentence).toBe(languages.es.remedy.fix)
+  })
+
+  it('gives the other problems no statement', () => {
+    for (const p of problemsOf(health, context(languages.en)).filter((x) => x.kind !== 'drift')) expect(p.fix).toBeNull()
+  })
+
+  it('has each replica awaiting it say why, in each language', () => {
+    for (const r of overview.replicas.first) {
+      expect(replicaLine(r, context(languages.en)).reasons[0]).toBe(
+        'It waits for the database to match its declarations again: run the statement shown under what the engine waits on.',
+      )
+      expect(replicaLine(r, context(languages.es)).reasons[0]).toMatch(/^Espera que la base de datos vuelva a coincidir/)
+    }
+  })
+
+  it('is said first in the banner, with the replicas that wait', () => {
+    expect(bannerOf(overview, context(languages.en))).toMatchObject({
+      tone: 'fix',
+      sentence:
+        '1 difference between the database and its declarations waits for its statement to be run. ' +
+        '6 replicas of 6 wait for a fix to be deployed.',
+    })
+    expect(bannerOf(overview, context(languages.es)).sentence).toBe(
+      '1 diferencia entre la base de datos y sus declaraciones espera que se ejecute su sentencia. ' +
+        '6 réplicas de 6 esperan que se despliegue un arreglo.',
+    )
+    expect(languages.en.drifted(2)).toBe(
+      '2 differences between the database and its declarations wait for their statements to be run.',
+    )
+  })
+
+  it('splits every form of the engine’s fix into its words and the statement to run', () => {
+    expect(fixOf("Declare the replicas again: SELECT sync.declare_replicas('shop.registers', live => 'active', id => 'id');", languages.en)).toEqual({
+      advice: ['Declare the replicas again'],
+      statement: "SELECT sync.declare_replicas('shop.registers', live => 'active', id => 'id');",
+      sentence: 'Run this statement; the engine then goes on by itself.',
+    })
+    const trigger = 'DROP TRIGGER IF EXISTS t ON shop.products;\nCREATE TRIGGER t AFTER INSERT ON shop.products FOR EACH ROW EXECUTE FUNCTION f();'
+    expect(fixOf(trigger, languages.en)).toEqual({
+      advice: [],
+      statement: trigger,
+      sentence: 'Run these 2 statements; the engine then goes on by itself.',
+    })
+    expect(fixOf('Put the column back:\nThen declare again:\nSELECT sync.declare_table(\'shop.products\');', languages.en)).toMatchObject({
+      advice: ['Put the column back', 'Then declare again'],
+      statement: "SELECT sync.declare_table('shop.products');",
+    })
+    expect(fixOf('Restore the table from a backup.', languages.es)).toEqual({
+      advice: ['Restore the table from a backup.'],
+      statement: null,
+      sentence: 'El motor no da ninguna sentencia que ejecutar: haga lo que dice.',
+    })
+  })
+})
+
 describe('plural forms', () => {
   it('take English’s one and other', () => {
     expect(languages.en.pending(1)).toBe('1 change on its way.')
@@ -257,6 +337,52 @@ describe('one replica, one row, the wishes', () => {
       'It follows products 00000000-0000-0000-0000-000000000001, which goes there.',
       'The replica refused it: CHECK (calories >= 0) failed.',
     ])
+  })
+
+  it('explain a row no rule sends there by what its rule read, for every rule', () => {
+    const a = '00000000-0000-0000-0000-00000000000a'
+    const b = '00000000-0000-0000-0000-00000000000b'
+    const names = { [a]: 'Front', [b]: 'Back' }
+    const en = (name: string) => explainOf(answers[name] as Explain, context(languages.en, { names }))
+    const es = (name: string) => explainOf(answers[name] as Explain, context(languages.es, { names }))
+    expect(en('explain-no-rule')[1]).toBe(`Its rule (assigned) sends it to Front alone (register_id = ${a}).`)
+    expect(es('explain-no-rule')[1]).toBe(`Su regla (assigned) la envía solo a Front (register_id = ${a}).`)
+    expect(en('explain-leaving')).toEqual([
+      'Front is letting it go, and should not hold it.',
+      `Its rule (assigned) sends it to Back alone (register_id = ${b}).`,
+    ])
+    expect(en('explain-no-rule-follows')[1]).toBe(
+      'It follows products (product_id = 00000000-0000-0000-0000-000000000003), which this replica should not hold.',
+    )
+    expect(es('explain-no-rule-follows')[1]).toBe(
+      'Sigue a products (product_id = 00000000-0000-0000-0000-000000000003), que esta réplica no debe tener.',
+    )
+    expect(en('explain-no-rule-none')[1]).toBe(
+      'Its table has no rule of its own (none): it goes only where a row held there points at it, and none does.',
+    )
+  })
+
+  it('explain an assigned row whose replica is not live or not known, and a grouped row by its groups', () => {
+    const e = answers['explain-no-rule'] as Explain
+    const noRule = e.kept_away[0] as Extract<Explain['kept_away'][number], { reason: 'no_rule' }>
+    const said = (k: typeof noRule, words = languages.en) => explainOf({ ...e, kept_away: [k] }, context(words))[1]
+    const owner = noRule.values[0]
+    expect(said({ ...noRule, belongs_to: { replica: owner, live: false } })).toBe(
+      `Its rule (assigned) sends it to ${owner} alone (register_id = ${owner}), and ${owner} is not live.`,
+    )
+    expect(said({ ...noRule, belongs_to: null })).toBe(
+      `Its rule (assigned) sends it to the replica register_id = ${owner} names, and the engine knows no such replica.`,
+    )
+    const grouped = { ...noRule, rule: 'grouped', columns: [], values: [], belongs_to: null }
+    expect(said({ ...grouped, groups: 0 })).toBe(
+      'Its rule (grouped) sends it to the replicas of its groups, and it is a member of none.',
+    )
+    expect(said({ ...grouped, groups: 1 })).toBe(
+      'Its rule (grouped) sends it to the replicas of its groups: it is a member of 1, not given to this replica.',
+    )
+    expect(said({ ...grouped, groups: 3 }, languages.es)).toBe(
+      'Su regla (grouped) la envía a las réplicas de sus grupos: es miembro de 3, ninguno dado a esta réplica.',
+    )
   })
 
   it('list wishes with the replica’s answer and why, those needing attention first', () => {
