@@ -58,7 +58,9 @@ use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
 
 use super::{Delivery, Transport, Waker};
-use crate::{Error, Replica, Upload};
+use crate::error::Error;
+use crate::replica::Replica;
+use crate::upload::Upload;
 
 /// What the device says of the gateway.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -40,6 +40,7 @@ use magic_sync_replica::transport::{run, Control, Options, Status, Transport};
 use magic_sync_replica::{install, Replica, Settings, Table, Tables};
 use magic_sync_tests::args::{arg, text_arg};
 use magic_sync_tests::figures::{median_and_p99, ms};
+use magic_sync_tests::shop;
 use magic_sync_tests::worker_shop::{Transport as ShopTransport, WorkerShop};
 use rusqlite::hooks::{Action, PreUpdateCase, Wal};
 use rusqlite::Connection;
@@ -399,12 +400,7 @@ fn note(stamps: &Mutex<Stamps>, status: &Status) {
     }
 }
 
-const REGISTER_SCHEMA: &str = "
-    CREATE TABLE IF NOT EXISTS products (
-        id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL,
-        price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL);
-";
-/// `price_cents`, in the order of REGISTER_SCHEMA.
+/// `price_cents`, in the order of the register's products (shop::REGISTER).
 const PRICE_COLUMN: c_int = 2;
 
 fn open_replica(file: &Path, me: Uuid, stamps: Arc<Mutex<Stamps>>) -> Replica {
@@ -415,7 +411,7 @@ fn open_replica(file: &Path, me: Uuid, stamps: Arc<Mutex<Stamps>>) -> Replica {
          PRAGMA recursive_triggers = ON;",
     )
     .unwrap();
-    conn.execute_batch(REGISTER_SCHEMA).unwrap();
+    conn.execute_batch(shop::REGISTER).unwrap();
     install(&mut conn, &tables).unwrap();
     stamp_commits(&conn, stamps);
     Replica::open(conn, tables, me, Settings::default()).unwrap()
