@@ -125,6 +125,12 @@ extension_sql_file!(
     name = "wishes",
     requires = ["status", "noting"]
 );
+// sync.what_if: a migration tried in a relay pass that is rolled back.
+extension_sql_file!(
+    "../../sql/what_if.sql",
+    name = "what_if",
+    requires = ["relay"]
+);
 // Last, once every function exists: EXECUTE on the engine's own taken from
 // PUBLIC.
 extension_sql_file!("../../sql/privileges.sql", name = "privileges", finalize);
