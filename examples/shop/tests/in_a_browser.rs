@@ -175,7 +175,7 @@ fn filed_from(register: &str) -> String {
 }
 
 #[test]
-fn the_first_things_to_try_in_a_browser_a_product_added_an_offline_register_selling_and_back() {
+fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_restart() {
     let scratch = tempfile::tempdir().expect("a scratch directory");
     let dirs: Vec<PathBuf> = ["head-office", "register-1", "register-2"]
         .iter()
@@ -185,12 +185,20 @@ fn the_first_things_to_try_in_a_browser_a_product_added_an_offline_register_sell
             dir
         })
         .collect();
+    // The head office's address stays the same across its restart.
+    let bind = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let start_head_office = || {
+        Program::start(
+            env!("CARGO_BIN_EXE_head-office"),
+            &dirs[0],
+            &["--bind", &bind],
+        )
+    };
     let began = Instant::now();
-    let head_office = Program::start(
-        env!("CARGO_BIN_EXE_head-office"),
-        &dirs[0],
-        &["--bind", "127.0.0.1:0"],
-    );
+    let mut head_office = start_head_office();
     println!(
         "the head office, its PostgreSQL made, answered in {:.1?}",
         began.elapsed()
@@ -337,4 +345,29 @@ fn the_first_things_to_try_in_a_browser_a_product_added_an_offline_register_sell
         "each receipt filed once"
     );
     browser.screenshots("3-register-2-back");
+
+    // The head office restarted while Register 1 is offline and a price
+    // has changed: what it queued for Register 1 is in its database, and
+    // back online, Register 1 gets it.
+    browser.click("register-1", ".go-offline");
+    browser.shows("register-1", ".connection", "Offline");
+    browser.ask(json!({
+        "page": "head-office",
+        "fill": ".product[data-product=\"Coffee\"] .price",
+        "value": "3.20",
+        "press": "Tab",
+    }));
+    browser.shows(
+        "head-office",
+        ".msd-replica[data-state=\"catching_up\"]",
+        "Register 1",
+    );
+    drop(head_office);
+    head_office = start_head_office();
+    browser.click("register-1", ".go-online");
+    browser.shows("register-1", &held("Coffee"), "Coffee 3.20");
+    browser.shows("register-2", &held("Coffee"), "Coffee 3.20");
+    browser.counts("head-office", GREEN, 1);
+    browser.screenshots("4-head-office-restarted");
+    drop(head_office);
 }
