@@ -2,15 +2,15 @@
 -- makes each a constant of crate::statements::relay (build.rs).
 
 -- name: DELETE_PLANNED_NOTES
--- The notes planned are done with: what they asked for is recorded.
+-- The notes planned are done with: what they asked for is recorded. By
+-- their places (a TID scan) and ids (the key's index), as lists: a join
+-- read the whole of sync.notes, the backlog, to find the batch.
 DELETE
     FROM sync.notes n
-    USING sync_pass_notes p
-    WHERE n.ctid = p.at;
+    WHERE n.ctid = ANY (ARRAY (SELECT at FROM sync_pass_notes));
     DELETE
     FROM sync.group_notes n
-    USING sync_pass_group_notes p
-    WHERE n.id = p.id
+    WHERE n.id = ANY (ARRAY (SELECT id FROM sync_pass_group_notes))
 
 -- name: DROP_UNCARRIED_BODIES
 -- Bodies no message carries any more.

@@ -113,7 +113,8 @@ impl Sink {
                 pg_sys::table_close(rel, pg_sys::NoLock as i32);
                 return false;
             };
-            // sync.notes has no index: opening none saves a note a little.
+            // A notes table without indexes (one of another shape) opens
+            // none, which saves a note a little.
             let indexes = if (*(*rel).rd_rel).relhasindex {
                 pg_sys::CatalogOpenIndexes(rel)
             } else {
