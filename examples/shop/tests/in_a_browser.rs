@@ -170,6 +170,11 @@ fn held(product: &str) -> String {
     format!(".held-catalog .product[data-product=\"{product}\"]")
 }
 
+/// The registers "who holds it?" lists for a product, in one state.
+fn places_of(product: &str, state: &str) -> String {
+    format!(".holders[data-product=\"{product}\"] .msd-place[data-state=\"{state}\"]")
+}
+
 fn filed_from(register: &str) -> String {
     format!(".receipts-filed .receipt[data-register=\"{register}\"]")
 }
@@ -258,6 +263,14 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_r
     browser.counts("head-office", GREEN, 1);
     browser.screenshots("1-product-added");
 
+    // Who holds it? Next to a product: each register, and where the
+    // product stands on it.
+    browser.click("head-office", ".product[data-product=\"Tea\"] .who");
+    let places = browser.counts("head-office", &places_of("Tea", "holds"), 2);
+    assert!(places[0].contains("Register 1"), "{places:?}");
+    assert!(places[1].contains("Register 2"), "{places:?}");
+    browser.screenshots("1-who-holds-tea");
+
     // Renamed at the head office: renamed on both registers.
     browser.ask(json!({
         "page": "head-office",
@@ -316,6 +329,13 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_r
         browser.read("register-2", &held("Bun")).is_empty(),
         "Register 2 offline does not hold Bun yet"
     );
+    // Tea's new price is on its way to Register 2, not held there yet.
+    let places = browser.counts(
+        "head-office",
+        ".holders[data-product=\"Tea\"] .msd-place:not([data-state=\"holds\"])",
+        1,
+    );
+    assert!(places[0].contains("Register 2"), "{places:?}");
     browser.screenshots("2-register-2-offline");
 
     // Back online: its receipts are at the head office, exactly once each,
@@ -334,6 +354,7 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_r
     assert!(filed[0].contains("Coffee 3.00"), "{filed:?}");
     assert!(filed[1].contains("Tea 2.50"), "{filed:?}");
     browser.counts("head-office", GREEN, 1);
+    browser.counts("head-office", &places_of("Tea", "holds"), 2);
     browser.shows(
         "head-office",
         ".registers .register",

@@ -225,6 +225,28 @@ pub async fn progress(State(app): Shared, Path(replica): Path<Uuid>) -> Response
     .await
 }
 
+/// Where one product is on each register: "who holds it?".
+pub async fn holders(State(app): Shared, Path(product): Path<Uuid>) -> Response {
+    let key = product.to_string();
+    read(
+        &app,
+        "SELECT sync.row_progress(NULL, 'products', $1)::text",
+        &[&key],
+    )
+    .await
+}
+
+/// Why a product is, or is not, on one register.
+pub async fn explain(State(app): Shared, Path((replica, product)): Path<(Uuid, Uuid)>) -> Response {
+    let key = product.to_string();
+    read(
+        &app,
+        "SELECT sync.explain($1, 'products', $2)::text",
+        &[&replica, &key],
+    )
+    .await
+}
+
 pub async fn wishes(State(app): Shared) -> Response {
     let none: Option<String> = None;
     read(&app, "SELECT sync.wishes(NULL, $1, 0, 20)::text", &[&none]).await

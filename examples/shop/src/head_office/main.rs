@@ -159,6 +159,8 @@ async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String>
         )
         .route("/api/registers", get(api::registers).post(api::introduce))
         .route("/api/receipts", get(api::receipts))
+        .route("/api/holders/{product}", get(api::holders))
+        .route("/api/explain/{replica}/{product}", get(api::explain))
         .route("/api/overview", get(api::overview))
         .route("/api/progress/{replica}", get(api::progress))
         .route("/api/wishes", get(api::wishes))
