@@ -478,3 +478,9 @@ END
 $$;
 REVOKE ALL ON FUNCTION sync_internal.what_if_held() FROM PUBLIC;
 REVOKE ALL ON PROCEDURE sync.what_if(text, jsonb) FROM PUBLIC;
+
+-- A table declared for the first time sends only its rows (issue 36): the
+-- relay keeps the declarations' digest in parts too. A database upgraded
+-- has none yet: its first declaration change provisions every replica, as
+-- before, and records them.
+ALTER TABLE sync.relay_state ADD COLUMN declared_parts jsonb;

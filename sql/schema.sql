@@ -221,8 +221,12 @@ CREATE TABLE sync.relay_state (
     passes        bigint NOT NULL DEFAULT 0,
     last_pass_at  timestamptz,
     -- The digest of the declarations the last pass ran with: when they
-    -- change, every live replica is provisioned again.
-    declared      text
+    -- change, every live replica is provisioned again, unless the change
+    -- is only tables declared for the first time (relay/redeclared.rs).
+    declared      text,
+    -- The same in parts, {"replicas": digest, "tables": {name: digest}}:
+    -- how a pass tells tables declared for the first time from a change.
+    declared_parts jsonb
 );
 
 -- Every replica the relay has seen, and where its chain of messages stands.

@@ -2,8 +2,9 @@
 //! holds — the replicas' relation and partition column, and per table its
 //! name, relation, mirror, key, rule and groups, references, active view,
 //! partition and the columns that travel. The relay keeps the digest it
-//! last ran with; a pass that finds another provisions every live replica
-//! again.
+//! last ran with, whole and per table (`parts`); a pass that finds another
+//! provisions every live replica again, unless the only change is tables
+//! declared for the first time (relay/redeclared.rs).
 //!
 //! Written as a canonical text, tables by name, then hashed (SHA-256, hex):
 //! declaring the same thing again gives the same digest. What does not
@@ -30,6 +31,34 @@ fn joined(items: &[String]) -> String {
 
 /// The canonical text the digest is of.
 pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
+    let mut out = replicas_text(replicas);
+    let mut sorted: Vec<&Declared> = tables.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    for t in sorted {
+        out.push_str(&table_text(t));
+    }
+    out
+}
+
+/// The digest in parts, as `{"replicas": digest, "tables": {name: digest}}`:
+/// what a pass compares with the last one's to tell a table declared for
+/// the first time from a change to what was declared (relay/redeclared.rs).
+pub fn parts(replicas: Option<&Replicas>, tables: &[Declared]) -> serde_json::Value {
+    let tables: serde_json::Map<String, serde_json::Value> = tables
+        .iter()
+        .map(|t| (t.name.clone(), hashed(&table_text(t)).into()))
+        .collect();
+    serde_json::json!({ "replicas": hashed(&replicas_text(replicas)), "tables": tables })
+}
+
+fn hashed(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn replicas_text(replicas: Option<&Replicas>) -> String {
     let mut out = String::new();
     match replicas {
         Some(r) => line(
@@ -43,61 +72,64 @@ pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
         ),
         None => line(&mut out, &["replicas"]),
     }
-    let mut sorted: Vec<&Declared> = tables.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    for t in sorted {
-        let key_types: Vec<String> = t.key_types.iter().map(|k| k.name().to_owned()).collect();
-        line(
+    out
+}
+
+/// One table's lines of the canonical text.
+fn table_text(t: &Declared) -> String {
+    let mut out = String::new();
+    let key_types: Vec<String> = t.key_types.iter().map(|k| k.name().to_owned()).collect();
+    line(
+        &mut out,
+        &[
+            "table",
+            &t.name,
+            &t.relation,
+            t.mirror.name(),
+            &joined(&t.key_columns),
+            &joined(&key_types),
+            t.active.as_deref().unwrap_or(""),
+            t.partition.as_deref().unwrap_or(""),
+        ],
+    );
+    line(
+        &mut out,
+        &["columns", &joined(&t.columns), &joined(&t.column_types)],
+    );
+    match &t.rule {
+        Rule::Assigned { column } => line(&mut out, &["rule", "assigned", column]),
+        Rule::Follows { columns, .. } => line(&mut out, &["rule", "follows", &joined(columns)]),
+        Rule::Grouped { members, assigned } => line(
             &mut out,
             &[
-                "table",
-                &t.name,
-                &t.relation,
-                t.mirror.name(),
-                &joined(&t.key_columns),
-                &joined(&key_types),
-                t.active.as_deref().unwrap_or(""),
-                t.partition.as_deref().unwrap_or(""),
+                "rule",
+                "grouped",
+                &members.relation,
+                &joined(&members.row),
+                &joined(&members.group),
+                &members.groups,
+                &assigned.relation,
+                &joined(&assigned.group),
+                &assigned.replica,
             ],
-        );
-        line(
-            &mut out,
-            &["columns", &joined(&t.columns), &joined(&t.column_types)],
-        );
-        match &t.rule {
-            Rule::Assigned { column } => line(&mut out, &["rule", "assigned", column]),
-            Rule::Follows { columns, .. } => line(&mut out, &["rule", "follows", &joined(columns)]),
-            Rule::Grouped { members, assigned } => line(
-                &mut out,
-                &[
-                    "rule",
-                    "grouped",
-                    &members.relation,
-                    &joined(&members.row),
-                    &joined(&members.group),
-                    &members.groups,
-                    &assigned.relation,
-                    &joined(&assigned.group),
-                    &assigned.replica,
-                ],
-            ),
-            other => line(&mut out, &["rule", other.kind()]),
-        }
-        let mut references: Vec<String> = t
-            .references
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} -> {} {}",
-                    joined(&r.columns),
-                    r.parent,
-                    joined(&r.parent_columns)
-                )
-            })
-            .collect();
-        references.sort();
-        line(&mut out, &["references", &joined(&references)]);
+        ),
+        other => line(&mut out, &["rule", other.kind()]),
     }
+    let mut references: Vec<String> = t
+        .references
+        .iter()
+        .map(|r| {
+            format!(
+                "{} -> {} {}",
+                joined(&r.columns),
+                r.parent,
+                joined(&r.parent_columns)
+            )
+        })
+        .collect();
+    references.sort();
+    line(&mut out, &["references", &joined(&references)]);
+
     out
 }
 

@@ -8,6 +8,7 @@
 pub mod scratch;
 pub mod observe;
 pub mod journal;
+pub mod redeclared;
 pub mod plan;
 pub mod cohorts;
 pub mod load;
@@ -25,41 +26,6 @@ use crate::spi::{self, to_pg};
 use crate::statements::relay::{
     DELETE_PLANNED_NOTES, DROP_UNCARRIED_BODIES, PASS_SETTINGS, PROVISION_OTHER_EPOCHS,
 };
-
-const REDECLARED: &str =
-    "magic_sync: the declarations changed since the last pass: every live replica is provisioned again";
-
-/// When the declarations changed since the last pass (a table routed
-/// otherwise, mirrored for the first time or no more, a column added), what
-/// every replica holds may be wrong: every live replica is provisioned
-/// again, and what was kept of tables no longer declared is let go.
-fn provision_all_if_redeclared(declarations: &Declarations) -> bool {
-    let digest = declarations.digest();
-    let last: Option<String> = spi::one("SELECT declared FROM sync.relay_state", &[]);
-    if last.as_ref() == Some(&digest) {
-        return false;
-    }
-    spi::run_with(
-        "UPDATE sync.relay_state SET declared = $1",
-        &[digest.as_str().into()],
-    );
-    if last.is_none() {
-        return false;
-    }
-    // Whoever runs the server must hear of it: provisioning every replica
-    // again is the costliest thing the engine does.
-    spi::run_with(
-        "INSERT INTO sync.alarms (what) VALUES ($1)",
-        &[REDECLARED.into()],
-    );
-    pgrx::warning!("{REDECLARED}");
-    spi::run("UPDATE sync.replicas SET provision = true WHERE live; UPDATE sync.stand_ins SET provision = true");
-    spi::run(
-        "DELETE FROM sync.held_recorded h WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = h.table_name); \
-         DELETE FROM sync.quarantine q WHERE NOT EXISTS (SELECT 1 FROM sync.tables t WHERE t.name = q.table_name)",
-    );
-    true
-}
 
 /// `sync_internal.record_pass()`: the recording half of a pass. Called by
 /// `sync.relay()`, which gives it its transaction; answers what it did.
@@ -88,7 +54,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let epoch = epochs::current();
     let observed = observe::observe_replicas(declarations.replicas.as_ref());
     spi::run_with(PROVISION_OTHER_EPOCHS, &[to_pg(epoch.id).into()]);
-    let redeclared = provision_all_if_redeclared(&declarations);
+    let redeclared = redeclared::after_declarations_changed(&declarations, &stopped);
     steps.end("observe");
     let all_tables = catalog::wishes::with_wishes(declarations.declared());
     // Which tables are journaled is a matter of the declarations, whatever
@@ -98,7 +64,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
         .into_iter()
         .filter(|t| !stopped.contains(&t.name))
         .collect();
-    journal::prepare(&journaled, epoch.id, redeclared);
+    journal::prepare(&journaled, epoch.id, redeclared.any());
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
     let batch = notes
@@ -135,7 +101,8 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
         "provisioned": recorded.provisioned,
         "messages": recorded.messages,
         "bodies": recorded.bodies,
-        "redeclared": redeclared,
+        "redeclared": redeclared.any(),
+        "declared_first": redeclared.first_declared(),
         "stopped": stopped,
         "set_aside": spi::one::<i64>("SELECT count(*) FROM sync.quarantine", &[]).unwrap_or(0),
     });
