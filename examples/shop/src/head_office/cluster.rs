@@ -3,6 +3,9 @@
 //! run and kept, so that a restart is the same head office; started with
 //! the extension preloaded and its relay worker on the shop's database,
 //! listening on a socket only, and stopped when the head office stops.
+//! What a register refused is tried again every 5 seconds (an hour unless
+//! told: `magic_sync.retry_every`), so that a fix deployed to a register
+//! is seen within seconds, as the book's shop says.
 //! PostgreSQL's programs are found as `$PG_CONFIG --bindir` says (or the
 //! first `pg_config` on the PATH, or PostgreSQL 15's); as root, the cluster
 //! is made and run as the `postgres` user, as PostgreSQL requires.
@@ -117,7 +120,8 @@ impl Cluster {
         };
         let options = format!(
             "-p {port} -k {} -c listen_addresses='' -c shared_preload_libraries=magic_sync \
-             -c magic_sync.database=shop -c max_connections=60 -c jit=off",
+             -c magic_sync.database=shop -c max_connections=60 -c jit=off \
+             -c magic_sync.retry_every=5 -c magic_sync.idle=5",
             cluster.socket.display()
         );
         let start = || {

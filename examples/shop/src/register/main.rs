@@ -1,7 +1,8 @@
 //! A register of the shop:
 //!
 //!     register --name "Register 1" [--port 8081] [--bind 127.0.0.1]
-//!              [--head-office http://127.0.0.1:8080] [--assets DIR]
+//!              [--head-office http://127.0.0.1:8080] [--refuse PRODUCT]
+//!              [--assets DIR]
 //!
 //! Keeps its SQLite file in the directory it is started from
 //! (`register-PORT.db`): started there again, it is the same register. The
@@ -11,7 +12,9 @@
 //! loop over the head office's gateway in a thread, and serves its page:
 //! the catalog it holds, a sale, the receipts not at the head office yet,
 //! and going offline and back online. Ctrl-C stops it losing nothing: what
-//! it sold waits in its file.
+//! it sold waits in its file. `--refuse PRODUCT` starts it with a bug that
+//! refuses a product of that name (its file will not take the row);
+//! started again without it, the bug is fixed.
 
 #[path = "../page.rs"]
 mod page;
@@ -40,10 +43,12 @@ struct Args {
     bind: IpAddr,
     head_office: String,
     assets: PathBuf,
+    /// A product this register's build refuses (a bug, on purpose).
+    refuse: Option<String>,
 }
 
 const USAGE: &str = "usage: register --name NAME [--port 8081] [--bind 127.0.0.1] \
-                     [--head-office http://127.0.0.1:8080] [--assets DIR]";
+                     [--head-office http://127.0.0.1:8080] [--refuse PRODUCT] [--assets DIR]";
 
 fn args() -> Result<Args, String> {
     let mut name = None;
@@ -53,6 +58,7 @@ fn args() -> Result<Args, String> {
         bind: IpAddr::from([127, 0, 0, 1]),
         head_office: "http://127.0.0.1:8080".to_owned(),
         assets: page::default_assets(),
+        refuse: None,
     };
     let mut all = std::env::args().skip(1);
     while let Some(arg) = all.next() {
@@ -71,6 +77,7 @@ fn args() -> Result<Args, String> {
             }
             "--head-office" => args.head_office = value()?.trim_end_matches('/').to_owned(),
             "--assets" => args.assets = PathBuf::from(value()?),
+            "--refuse" => args.refuse = Some(value()?),
             _ => return Err(format!("{arg}? {USAGE}")),
         }
     }
@@ -136,10 +143,13 @@ async fn serve(args: Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let (name, head_office, assets) = (args.name, args.head_office, args.assets);
-    let till = tokio::task::spawn_blocking(move || Till::open(&file, &name, &head_office, assets))
-        .await
-        .map_err(|e| e.to_string())??;
+    let (name, head_office, assets, refuse) =
+        (args.name, args.head_office, args.assets, args.refuse);
+    let till = tokio::task::spawn_blocking(move || {
+        Till::open(&file, &name, &head_office, assets, refuse.as_deref())
+    })
+    .await
+    .map_err(|e| e.to_string())??;
     let till = Arc::new(till);
     till.go_online();
     let router = Router::new()

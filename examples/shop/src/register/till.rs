@@ -115,9 +115,11 @@ impl Till {
         name: &str,
         head_office: &str,
         assets: PathBuf,
+        refuse: Option<&str>,
     ) -> Result<Till, String> {
         let conn = Connection::open(file).map_err(sqlite)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
+        refusing(&conn, refuse)?;
         let known: Option<(Vec<u8>, String)> = conn
             .query_row("SELECT id, credential FROM this_register", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
@@ -320,6 +322,31 @@ impl Till {
             "not_at_head_office": waiting,
         }))
     }
+}
+
+/// The bug `--refuse` plants: the register's file will not take a product
+/// of that name (as a build that cannot handle it would fail on it), so
+/// the replica rejects that row and takes the rest. Started without it,
+/// the bug is gone.
+fn refusing(conn: &Connection, product: Option<&str>) -> Result<(), String> {
+    conn.execute_batch(
+        "DROP TRIGGER IF EXISTS refuse_product_insert; DROP TRIGGER IF EXISTS refuse_product_update;",
+    )
+    .map_err(sqlite)?;
+    let Some(product) = product else {
+        return Ok(());
+    };
+    let quoted = product.replace('\'', "''");
+    let why = format!("this build cannot sell {product}").replace('\'', "''");
+    for event in ["INSERT", "UPDATE"] {
+        conn.execute_batch(&format!(
+            "CREATE TEMP TRIGGER refuse_product_{} BEFORE {event} ON main.products \
+             WHEN NEW.name = '{quoted}' BEGIN SELECT RAISE(ABORT, '{why}'); END;",
+            event.to_lowercase()
+        ))
+        .map_err(sqlite)?;
+    }
+    Ok(())
 }
 
 /// The device loop's news, as the page says it.

@@ -9,7 +9,8 @@
 //   {"page": NAME, "click": CSS}
 //   {"page": NAME, "wait": CSS, "text": TEXT?, "count": N?}
 //        until the elements CSS picks are N (any, when N is not given),
-//        one of them showing TEXT when given; answers what each shows
+//        one of them showing TEXT when given; answers what each shows;
+//        "patience": MS waits that long at most (20 s unless told)
 //   {"page": NAME, "read": CSS}   what each element CSS picks shows
 //   {"page": NAME, "screenshot": FILE}
 //   {"quit": true}
@@ -49,8 +50,8 @@ function texts(page, css) {
   )
 }
 
-async function wait(page, { wait: css, text, count }) {
-  const until = Date.now() + PATIENCE
+async function wait(page, { wait: css, text, count, patience }) {
+  const until = Date.now() + (patience ?? PATIENCE)
   for (;;) {
     const seen = await texts(page, css)
     const counted = count === undefined ? seen.length > 0 : seen.length === count
