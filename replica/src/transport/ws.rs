@@ -17,6 +17,14 @@
 //! silent past two pings or a request's timeout) is made again starting
 //! with the gateway after it.
 //!
+//! A gateway behind a proxy that terminates TLS is reached at a `wss://`
+//! URL, through rustls (on ring). The client trusts the system's roots
+//! and, besides them, the authorities of `WsSettings::ca_file` (a shop's
+//! own CA). A certificate that does not verify is
+//! [`Error::TransportRefused`], naming the URL and why; the device loop
+//! still connects again after its pause, reading the roots again, so a
+//! certificate or a CA file put right is taken without a restart.
+//!
 //! ```no_run
 //! use magic_sync_replica::transport::ws::{Ws, WsSettings};
 //! use magic_sync_replica::transport::{run, Control, Options};
@@ -40,6 +48,7 @@
 //! ```
 
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -55,6 +64,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::Connector;
 use uuid::Uuid;
 
 use super::{Delivery, Transport, Waker};
@@ -65,8 +75,9 @@ use crate::upload::Upload;
 /// What the device says of the gateway.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WsSettings {
-    /// The gateways' links, `ws://host:port/link`, tried in turn: one
-    /// gateway, or several in front of the same database.
+    /// The gateways' links, `ws://host:port/link` (or `wss://` through a
+    /// proxy that terminates TLS), tried in turn: one gateway, or several
+    /// in front of the same database.
     pub urls: Vec<String>,
     /// The credentials the link presents (`Authorization: Bearer`), each
     /// allowing one replica.
@@ -81,6 +92,10 @@ pub struct WsSettings {
     /// The server's message limit: an Up larger than this is refused here
     /// for good, as the gateway would.
     pub message_bytes: usize,
+    /// A PEM file of the certificate authorities trusted for `wss://`
+    /// besides the system's (a shop's own CA): each certificate in it is a
+    /// root. `None`: the system's roots alone.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl WsSettings {
@@ -91,6 +106,7 @@ impl WsSettings {
             request_timeout: Duration::from_secs(30),
             ping_every: Duration::from_secs(20),
             message_bytes: 1024 * 1024,
+            ca_file: None,
         }
     }
 }
@@ -150,6 +166,9 @@ pub struct WsLink {
     numbers: Arc<AtomicU64>,
     /// The gateway the next link tries first.
     first: Arc<AtomicUsize>,
+    /// The TLS client's settings, made at the first `wss://` connect and
+    /// made again after a certificate did not verify.
+    tls: Arc<Mutex<Option<Arc<rustls::ClientConfig>>>>,
 }
 
 fn runtime() -> &'static Runtime {
@@ -181,6 +200,7 @@ impl WsLink {
             generations: Arc::new(AtomicU64::new(0)),
             numbers: Arc::new(AtomicU64::new(0)),
             first: Arc::new(AtomicUsize::new(0)),
+            tls: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -205,47 +225,80 @@ impl WsLink {
     }
 
     /// Connects to the first gateway that answers, trying each in turn
-    /// from `first`; a refused credential is refused for good at once.
+    /// from `first`; a refused credential is refused for good at once. A
+    /// gateway whose certificate does not verify is passed over for the
+    /// next, and its refusal answered when none answers.
     fn connect(&self) -> Result<Up, Error> {
         let count = self.settings.urls.len();
         if count == 0 {
             return Err(Error::TransportRefused("no gateway to connect to".into()));
         }
         let first = self.first.load(Ordering::Relaxed) % count;
-        let mut failed = None;
+        let (mut refused, mut failed) = (None, None);
         for gateway in (first..count).chain(0..first) {
             match self.connect_to(gateway) {
                 Ok(up) => {
                     self.first.store(gateway, Ordering::Relaxed);
                     return Ok(up);
                 }
-                Err(e @ Error::TransportRefused(_)) => return Err(e),
-                Err(e) => failed = Some(e),
+                Err(Unreached::Everywhere(e)) => return Err(e),
+                Err(Unreached::Here(e @ Error::TransportRefused(_))) => {
+                    refused.get_or_insert(e);
+                }
+                Err(Unreached::Here(e)) => failed = Some(e),
             }
         }
-        Err(failed.unwrap_or_else(|| down("no gateway answered")))
+        Err(refused
+            .or(failed)
+            .unwrap_or_else(|| down("no gateway answered")))
     }
 
-    fn connect_to(&self, gateway: usize) -> Result<Up, Error> {
+    fn connect_to(&self, gateway: usize) -> Result<Up, Unreached> {
         let url = &self.settings.urls[gateway];
         let mut request = url
             .as_str()
             .into_client_request()
-            .map_err(|e| Error::TransportRefused(format!("{url}: {e}")))?;
+            .map_err(|e| Unreached::Here(Error::TransportRefused(format!("{url}: {e}"))))?;
         for token in &self.settings.credentials {
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| Error::TransportRefused("a credential that is no header".into()))?;
+            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                Unreached::Everywhere(Error::TransportRefused(
+                    "a credential that is no header".into(),
+                ))
+            })?;
             request.headers_mut().append("authorization", value);
         }
+        let connector = match request.uri().scheme_str() {
+            Some(scheme) if scheme.eq_ignore_ascii_case("wss") => Some(Connector::Rustls(
+                self.tls().map_err(Unreached::Everywhere)?,
+            )),
+            _ => None,
+        };
         let mut config = WebSocketConfig::default();
         config.max_message_size = Some(self.settings.message_bytes * 2 + 4096);
-        let connecting = tokio_tungstenite::connect_async_with_config(request, Some(config), true);
+        let connecting = tokio_tungstenite::connect_async_tls_with_config(
+            request,
+            Some(config),
+            true,
+            connector,
+        );
         let timeout = self.settings.request_timeout;
         let connected =
             runtime().block_on(async { tokio::time::timeout(timeout, connecting).await });
         let (socket, _) = match connected {
-            Err(_) => return Err(down(format!("{url}: no answer in {timeout:?}"))),
-            Ok(Err(e)) => return Err(refusal_of_handshake(url, e)),
+            Err(_) => {
+                return Err(Unreached::Here(down(format!(
+                    "{url}: no answer in {timeout:?}"
+                ))))
+            }
+            Ok(Err(e)) => {
+                let unreached = refusal_of_handshake(url, e);
+                if let Unreached::Here(Error::TransportRefused(_)) = unreached {
+                    // The roots are read again next time: a CA file put
+                    // right is taken without a restart.
+                    *lock(&self.tls) = None;
+                }
+                return Err(unreached);
+            }
             Ok(Ok(connected)) => connected,
         };
         let generation = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
@@ -273,18 +326,134 @@ impl WsLink {
     fn number(&self) -> u64 {
         self.numbers.fetch_add(1, Ordering::Relaxed) + 1
     }
+
+    /// The TLS client's settings, made once and kept.
+    fn tls(&self) -> Result<Arc<rustls::ClientConfig>, Error> {
+        let mut kept = lock(&self.tls);
+        if let Some(config) = kept.as_ref() {
+            return Ok(config.clone());
+        }
+        let config = Arc::new(tls_config(self.settings.ca_file.as_deref())?);
+        *kept = Some(config.clone());
+        Ok(config)
+    }
 }
 
-/// A handshake refused with 401 or 403 is the credential's, for good; any
-/// other failure is the network's or the gateway's, for now.
-fn refusal_of_handshake(url: &str, error: tokio_tungstenite::tungstenite::Error) -> Error {
-    use tokio_tungstenite::tungstenite::Error as WsError;
-    if let WsError::Http(response) = &error {
-        if matches!(response.status().as_u16(), 401 | 403) {
-            return Error::TransportRefused(format!("{url}: the gateway refused the credential"));
+/// Why a gateway was not reached.
+enum Unreached {
+    /// For every gateway alike (the credential, the device's settings):
+    /// trying the next one is no use.
+    Everywhere(Error),
+    /// This gateway's: the next one is tried.
+    Here(Error),
+}
+
+/// The TLS client's settings: rustls on ring, trusting the system's roots
+/// and those of `ca_file`.
+///
+/// The system's roots (rustls-native-certs), not a list built into the
+/// program (webpki-roots): a device's operating system keeps its roots up
+/// to date while a built-in list ages until the program is built again,
+/// and a shop that installs its own CA the system's way
+/// (`update-ca-certificates`) is trusted by this client too, with no
+/// `ca_file` to give. A system with no roots at all is no failure when
+/// `ca_file` gives some.
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let refused = |text: String| Error::TransportRefused(text);
+    let mut roots = rustls::RootCertStore::empty();
+    let system = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(system.certs);
+    if let Some(file) = ca_file {
+        let shown = file.display();
+        let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(file)
+            .and_then(|certificates| certificates.collect())
+            .map_err(|e| refused(format!("the CA file {shown}: {e}")))?;
+        if certificates.is_empty() {
+            return Err(refused(format!(
+                "the CA file {shown}: no certificate in it (PEM, -----BEGIN CERTIFICATE-----)"
+            )));
+        }
+        for certificate in certificates {
+            roots.add(certificate).map_err(|e| {
+                refused(format!(
+                    "the CA file {shown}: a certificate that is no root: {e}"
+                ))
+            })?;
         }
     }
-    down(format!("{url}: {error}"))
+    if roots.is_empty() {
+        let why: Vec<String> = system.errors.iter().map(|e| e.to_string()).collect();
+        return Err(refused(format!(
+            "no certificate authority to trust for wss://: the system has none{} and no CA file was given",
+            match why.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", why.join("; ")),
+            }
+        )));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| refused(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// A handshake refused with 401 or 403 is the credential's, for good, and
+/// for every gateway; a certificate that does not verify is this
+/// gateway's, for good; any other failure is the network's or the
+/// gateway's, for now.
+///
+/// The certificate is `TransportRefused`, not `TransportDown`: asked again
+/// the same way it is refused again, until the proxy's certificate or the
+/// device's roots change (what `Error::TransportRefused` says), and the
+/// device's status should say so rather than look like a network that
+/// comes and goes. The device still keeps trying: its loop connects again
+/// after every failure, with its pause, and the roots are read again then.
+fn refusal_of_handshake(url: &str, error: tokio_tungstenite::tungstenite::Error) -> Unreached {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    match &error {
+        WsError::Http(response) if matches!(response.status().as_u16(), 401 | 403) => {
+            Unreached::Everywhere(Error::TransportRefused(format!(
+                "{url}: the gateway refused the credential"
+            )))
+        }
+        WsError::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+            Some(rustls::Error::InvalidCertificate(why)) => {
+                Unreached::Here(Error::TransportRefused(format!(
+                    "{url}: the gateway's certificate does not verify ({why}): {}",
+                    certificate_advice(why)
+                )))
+            }
+            Some(tls) => Unreached::Here(down(format!("{url}: TLS: {tls}"))),
+            None => Unreached::Here(down(format!("{url}: {error}"))),
+        },
+        WsError::Tls(tls) => Unreached::Here(Error::TransportRefused(format!("{url}: TLS: {tls}"))),
+        _ => Unreached::Here(down(format!("{url}: {error}"))),
+    }
+}
+
+/// What a certificate that does not verify asks of the one who sets up
+/// the device or the proxy.
+fn certificate_advice(why: &rustls::CertificateError) -> &'static str {
+    use rustls::CertificateError as Why;
+    match why {
+        Why::UnknownIssuer => {
+            "it is signed by no authority this device trusts; give the authority's \
+             certificate (--ca FILE, WsSettings::ca_file) or install it in the system's roots"
+        }
+        Why::NotValidForName | Why::NotValidForNameContext { .. } => {
+            "it is not made for this host name; connect by a name it names, or make it anew"
+        }
+        Why::Expired | Why::ExpiredContext { .. } => "it has expired; the proxy needs a new one",
+        Why::NotValidYet | Why::NotValidYetContext { .. } => {
+            "it is not valid yet; is the device's clock right?"
+        }
+        Why::Revoked => "it was revoked; the proxy needs a new one",
+        _ => "the proxy's certificate, or the authorities this device trusts, must change",
+    }
 }
 
 /// The link's life on the runtime: sends what the topics queue, pings

@@ -5,7 +5,8 @@
 //!     magic-sync-replica apply DB MESSAGE         [--json]
 //!     magic-sync-replica up    DB OUT [LANE]      [--json]
 //!     magic-sync-replica run   DB --queue URL | --nats URL
-//!                                 | --ws URL --credential FILE  [--json]
+//!                                 | --ws URL --credential FILE [--ca FILE]
+//!                                                               [--json]
 //!
 //! `init` makes a new replica's database from a declaration file (its
 //! schema and how each table is shared) and the replica's id; `show` prints
@@ -38,7 +39,8 @@ const USAGE: &str = "usage:
   magic-sync-replica up    DB OUT [LANE]   write the next Up to OUT, recorded sent
   magic-sync-replica run   DB TRANSPORT    the device loop, until Ctrl-C
   magic-sync-replica help                  this text
-TRANSPORT is --queue URL, --nats URL or --ws URL --credential FILE.
+TRANSPORT is --queue URL, --nats URL or --ws URL --credential FILE [--ca FILE]:
+--ws takes ws:// and wss://; --ca FILE trusts the authorities in FILE (PEM) too.
 --json anywhere prints the answer as JSON.
 Install it with every command and transport, from a checkout of magic_sync:
   cargo install --path replica --features pg-queue,nats,ws";

@@ -1,9 +1,12 @@
 //! `magic-sync-replica run DB --queue URL | --nats URL | --ws URL
-//! --credential FILE`: the device loop (`transport::run`) on the replica's
+//! --credential FILE [--ca FILE]`: the device loop (`transport::run`) on the replica's
 //! database, one line per thing it does (or one JSON object a line, with
 //! `--json`), until Ctrl-C, which stops it once what it is doing is done:
 //! a message being applied is committed and acknowledged, or not applied
 //! at all. Its answer, printed last, counts what it did.
+//!
+//! `--ws` takes `ws://` and `wss://` URLs; `--ca FILE` names a PEM file
+//! of certificate authorities trusted for `wss://` besides the system's.
 //!
 //! Each transport is a feature of the build (`pg-queue`, `nats`, `ws`);
 //! one the build lacks is a usage error that says so.
@@ -20,7 +23,11 @@ use crate::exit::Failure;
 enum Link {
     Queue(String),
     Nats(String),
-    Ws { url: String, credential: String },
+    Ws {
+        url: String,
+        credential: String,
+        ca: Option<String>,
+    },
 }
 
 /// Reads the transport from what follows `run DB`.
@@ -29,22 +36,52 @@ fn link_of(rest: &[String]) -> Result<Link, Failure> {
     match rest {
         [flag, url] if flag == "--queue" => Ok(Link::Queue(url.clone())),
         [flag, url] if flag == "--nats" => Ok(Link::Nats(url.clone())),
-        [a, x, b, y]
-            if a == "--ws" && b == "--credential" || a == "--credential" && b == "--ws" =>
-        {
-            let (url, file) = if a == "--ws" { (x, y) } else { (y, x) };
-            let credential = std::fs::read_to_string(file)
-                .map_err(|e| Failure::Failed(format!("{file}: {e}")))?;
-            Ok(Link::Ws {
-                url: url.clone(),
-                credential: credential.trim().to_owned(),
-            })
-        }
-        [flag, _] if flag == "--ws" => Err(usage("--ws takes --credential FILE too")),
+        _ if rest.first().is_some_and(|f| WS_FLAGS.contains(&f.as_str())) => ws_of(rest),
         _ => Err(usage(
-            "which transport? --queue URL, --nats URL or --ws URL --credential FILE",
+            "which transport? --queue URL, --nats URL or --ws URL --credential FILE [--ca FILE]",
         )),
     }
+}
+
+/// What `--ws` takes, each once and with its value, in any order.
+const WS_FLAGS: [&str; 3] = ["--ws", "--credential", "--ca"];
+
+fn ws_of(rest: &[String]) -> Result<Link, Failure> {
+    let usage = |why: String| Failure::Usage(format!("run: {why}"));
+    let mut given: [Option<&String>; 3] = [None; 3];
+    let mut pairs = rest.chunks(2);
+    for pair in pairs.by_ref() {
+        let [flag, value] = pair else {
+            return Err(usage(format!("{} takes a value", pair[0])));
+        };
+        let Some(at) = WS_FLAGS.iter().position(|f| f == flag) else {
+            return Err(usage(format!(
+                "`{flag}` is no option of --ws (--credential FILE, --ca FILE)"
+            )));
+        };
+        if given[at].replace(value).is_some() {
+            return Err(usage(format!("{flag} given twice")));
+        }
+    }
+    let [Some(url), credential, ca] = given else {
+        return Err(usage("--credential and --ca go with --ws URL".to_owned()));
+    };
+    let Some(file) = credential else {
+        return Err(usage("--ws takes --credential FILE too".to_owned()));
+    };
+    let credential =
+        std::fs::read_to_string(file).map_err(|e| Failure::Failed(format!("{file}: {e}")))?;
+    // The CA file is the library's to read (at each connect after a
+    // certificate that did not verify); one missing now is a mistake to
+    // say at once.
+    if let Some(ca) = ca {
+        std::fs::File::open(ca).map_err(|e| Failure::Failed(format!("--ca {ca}: {e}")))?;
+    }
+    Ok(Link::Ws {
+        url: url.clone(),
+        credential: credential.trim().to_owned(),
+        ca: ca.cloned(),
+    })
 }
 
 /// Runs the loop until Ctrl-C; answers what it did.
@@ -62,7 +99,11 @@ pub fn run(mut replica: Replica, rest: &[String], as_json: bool) -> Result<Value
     match link {
         Link::Queue(url) => run_queue(&mut replica, &url, &control, report)?,
         Link::Nats(url) => run_nats(&mut replica, &url, &control, report)?,
-        Link::Ws { url, credential } => run_ws(&mut replica, &url, &credential, &control, report)?,
+        Link::Ws {
+            url,
+            credential,
+            ca,
+        } => run_ws(&mut replica, (&url, &credential, ca), &control, report)?,
     }
     Ok(
         json!({"stopped": {"applied": counts.applied, "sent": counts.sent, "disconnected": counts.disconnected}}),
@@ -125,13 +166,16 @@ fn run_nats(_: &mut Replica, _: &str, _: &Control, _: impl FnMut(Status)) -> Res
 #[cfg(feature = "ws")]
 fn run_ws(
     replica: &mut Replica,
-    url: &str,
-    credential: &str,
+    (url, credential, ca): (&str, &str, Option<String>),
     control: &Control,
     report: impl FnMut(Status),
 ) -> Result<(), Failure> {
     use transport::ws::{Ws, WsSettings};
-    let ws = Ws::new(WsSettings::new(url, credential), replica)?;
+    let mut settings = WsSettings::new(url, credential);
+    // Read at the first wss:// connect, and again after a certificate
+    // that did not verify: a file put right is taken without a restart.
+    settings.ca_file = ca.map(Into::into);
+    let ws = Ws::new(settings, replica)?;
     looping(replica, ws, control, report);
     Ok(())
 }
@@ -139,8 +183,7 @@ fn run_ws(
 #[cfg(not(feature = "ws"))]
 fn run_ws(
     _: &mut Replica,
-    _: &str,
-    _: &str,
+    _: (&str, &str, Option<String>),
     _: &Control,
     _: impl FnMut(Status),
 ) -> Result<(), Failure> {
