@@ -219,4 +219,28 @@ mod tests {
         };
         assert_eq!(base, digest(Some(&live), &[other]));
     }
+
+    #[test]
+    fn a_table_declared_for_the_first_time_leaves_the_other_parts_as_they_were() {
+        let shelves = Declared {
+            name: "shelves".into(),
+            relation: "\"shop\".\"shelves\"".into(),
+            ..products()
+        };
+        let before = parts(Some(&registers()), &[products()]);
+        let after = parts(Some(&registers()), &[products(), shelves]);
+        assert_eq!(before["replicas"], after["replicas"]);
+        assert_eq!(before["tables"]["products"], after["tables"]["products"]);
+        assert!(before["tables"].get("shelves").is_none());
+        assert!(after["tables"]["shelves"].is_string());
+        let with_column = Declared {
+            columns: vec!["id".into(), "name".into(), "sku".into()],
+            column_types: vec!["uuid".into(), "text".into(), "text".into()],
+            ..products()
+        };
+        assert_ne!(
+            before["tables"]["products"],
+            parts(Some(&registers()), &[with_column])["tables"]["products"]
+        );
+    }
 }

@@ -578,3 +578,43 @@ pub fn refuse_problems(problems: &[Problem]) {
     )
     .raise();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::stopped;
+    use crate::catalog::{Declared, Reference};
+
+    fn table(name: &str, parents: &[&str]) -> Declared {
+        Declared {
+            name: name.into(),
+            references: parents
+                .iter()
+                .map(|p| Reference {
+                    constraint: format!("{name}_{p}_fkey"),
+                    columns: vec![format!("{p}_id")],
+                    parent: (*p).into(),
+                    parent_columns: vec!["id".into()],
+                    key_types: Vec::new(),
+                })
+                .collect(),
+            ..Declared::default()
+        }
+    }
+
+    #[test]
+    fn a_drifted_table_stops_what_its_foreign_keys_join_to_it_either_way_and_nothing_else() {
+        // customers <- orders -> products <- order_lines; shelves alone.
+        let tables = [
+            table("customers", &[]),
+            table("orders", &["customers", "products"]),
+            table("products", &[]),
+            table("order_lines", &["products"]),
+            table("shelves", &[]),
+        ];
+        assert_eq!(
+            stopped(&tables, &["customers".into()]),
+            vec!["customers", "order_lines", "orders", "products"]
+        );
+        assert_eq!(stopped(&tables, &["shelves".into()]), vec!["shelves"]);
+    }
+}
