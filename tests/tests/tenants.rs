@@ -76,10 +76,6 @@ fn connect(url: &str) -> Client {
 impl Company {
     /// The company's database with the extension and the filing shop, and
     /// `registers` registers running.
-    fn open(cluster: &Cluster, dir: &tempfile::TempDir, name: &'static str) -> Company {
-        Company::open_at(cluster, dir, name, None)
-    }
-
     /// The company on the extension at `version` (None: this build's).
     fn open_at(
         cluster: &Cluster,
