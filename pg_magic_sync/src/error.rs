@@ -68,10 +68,12 @@ pub enum Error {
     /// installed, the database's SQL not yet moved on).
     #[error(
         "magic_sync: the extension installed in this database is version {installed}, and this \
-         library is {library}",
-        library = crate::version::LIBRARY
+         library is {library}"
     )]
-    OtherVersion { installed: String },
+    OtherVersion {
+        installed: String,
+        library: &'static str,
+    },
     /// A refusal the engine's SQL makes on purpose (sql/*.sql, through
     /// `sync_internal.refuse`), under the SQLSTATE that says whose fault it
     /// is there: a scope or a state a read does not know, a TRUNCATE.
@@ -229,11 +231,10 @@ impl Error {
                 };
                 (report, true)
             }
-            ref other @ Error::OtherVersion { .. } => (
+            ref other @ Error::OtherVersion { library, .. } => (
                 ErrorReport::new(code, other.to_string(), "magic_sync").set_hint(format!(
-                    "Run ALTER EXTENSION magic_sync UPDATE TO '{}' in this database \
-                     (docs/src/install.md, \"Upgrading\").",
-                    crate::version::LIBRARY
+                    "Run ALTER EXTENSION magic_sync UPDATE TO '{library}' in this database \
+                     (docs/src/install.md, \"Upgrading\")."
                 )),
                 true,
             ),

@@ -40,7 +40,10 @@ pub fn check() {
 /// they match or no extension is installed (nothing of the engine runs).
 pub fn installed_is_the_librarys() -> Result<(), Error> {
     match spi::one::<String>(INSTALLED, &[]) {
-        Some(installed) if installed != LIBRARY => Err(Error::OtherVersion { installed }),
+        Some(installed) if installed != LIBRARY => Err(Error::OtherVersion {
+            installed,
+            library: LIBRARY,
+        }),
         _ => Ok(()),
     }
 }

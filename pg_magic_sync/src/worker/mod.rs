@@ -308,7 +308,8 @@ impl Worker {
             if Spi::get_one::<bool>(EXTENSION_IS_HERE)? != Some(true) {
                 return Ok(Found::NoExtension);
             }
-            if let Err(Error::OtherVersion { installed }) = version::installed_is_the_librarys() {
+            if let Err(Error::OtherVersion { installed, .. }) = version::installed_is_the_librarys()
+            {
                 return Ok(Found::OtherVersion(installed));
             }
             if only_if_work_waits && Spi::get_one::<bool>(WORK_WAITS)? != Some(true) {
