@@ -326,3 +326,111 @@ fn a_relay_starting_with_a_row_still_too_large_sets_it_aside_again_and_relays_th
         "the row still set aside"
     );
 }
+
+#[test]
+fn a_row_a_register_refuses_in_its_first_provisioning_is_recorded_refused_and_goes_again_after_a_fix(
+) {
+    let mut shop = Shop::open();
+    shop.run("ALTER DATABASE shop SET magic_sync.retry_every = 1");
+    shop.reconnect();
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Forbidden', 1), \
+         (gen_random_uuid(), 'Tea', 250)",
+    );
+    let id = shop.add_register("Register 1");
+    let schema = format!("{REGISTER_SCHEMA}{REFUSING}");
+    let mut register = open_replica(&shop.file_of(id), &schema, tables(), id, Default::default());
+    relay_and_deliver(&mut shop, &mut register);
+    assert!(!holds_forbidden(&register));
+    assert!(held_by(&register).iter().any(|p| p.1 == "Tea"));
+    assert_eq!(refused_on_server(&mut shop), 1, "the refusal is recorded");
+
+    // The fix: the product goes again and is taken.
+    register
+        .connection()
+        .execute_batch("DROP TRIGGER no_forbidden")
+        .unwrap();
+    sleep(Duration::from_millis(1100));
+    relay_and_deliver(&mut shop, &mut register);
+    assert!(holds_forbidden(&register));
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+}
+
+/// A register that refuses 'Forbidden' is provisioned again, by
+/// `provision`, once the product is added: the refusal in that snapshot is
+/// recorded, the register is not provisioned again for it, and the product
+/// goes again and is taken after the fix.
+fn refused_when_provisioned_again(
+    setup: &str,
+    register_schema: &str,
+    tables: magic_sync_replica::Tables,
+    provision: &str,
+) {
+    let mut shop = Shop::open();
+    shop.run("ALTER DATABASE shop SET magic_sync.retry_every = 1");
+    shop.reconnect();
+    shop.run(setup);
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Tea', 250)",
+    );
+    let id = shop.add_register("Register 1");
+    let schema = format!("{register_schema}{REFUSING}");
+    let mut register = open_replica(&shop.file_of(id), &schema, tables, id, Default::default());
+    relay_and_deliver(&mut shop, &mut register);
+    assert!(held_by(&register).iter().any(|p| p.1 == "Tea"));
+
+    // Provisioned again, with a product it refuses in that snapshot.
+    shop.run(
+        "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'Forbidden', 1)",
+    );
+    shop.run(&provision.replace("{id}", &id.to_string()));
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(summary["provisioned"], 1, "{summary}");
+    assert!(!holds_forbidden(&register));
+    assert!(held_by(&register).iter().any(|p| p.1 == "Tea"));
+    assert_eq!(refused_on_server(&mut shop), 1, "the refusal is recorded");
+    let summary = relay_and_deliver(&mut shop, &mut register);
+    assert_eq!(
+        summary["provisioned"], 0,
+        "not provisioned again: {summary}"
+    );
+
+    // The fix: the product goes again and is taken.
+    register
+        .connection()
+        .execute_batch("DROP TRIGGER no_forbidden")
+        .unwrap();
+    sleep(Duration::from_millis(1100));
+    relay_and_deliver(&mut shop, &mut register);
+    assert!(holds_forbidden(&register));
+    assert_eq!(refused_on_server(&mut shop), 0, "the refusal is taken");
+    assert_each_holds_the_servers_products(&mut shop, std::slice::from_ref(&register));
+}
+
+#[test]
+fn a_row_a_register_refuses_when_provisioned_again_is_recorded_refused_and_goes_again_after_a_fix()
+{
+    refused_when_provisioned_again(
+        "SELECT 1",
+        REGISTER_SCHEMA,
+        tables(),
+        "SELECT sync.resync('{id}')",
+    );
+}
+
+#[test]
+fn a_row_a_register_refuses_when_a_declaration_change_provisions_it_again_is_recorded_refused() {
+    refused_when_provisioned_again(
+        "CREATE TABLE shop.shelves (id uuid PRIMARY KEY, label text NOT NULL); \
+         SELECT sync.declare_table('shop.shelves', sync => 'broadcast'); \
+         INSERT INTO shop.shelves VALUES (gen_random_uuid(), 'Top')",
+        &format!(
+            "{REGISTER_SCHEMA} CREATE TABLE shelves (id BLOB PRIMARY KEY NOT NULL, label TEXT NOT NULL);"
+        ),
+        magic_sync_replica::Tables::new(vec![
+            magic_sync_replica::Table::catalog("products"),
+            magic_sync_replica::Table::catalog("shelves"),
+        ]),
+        "SELECT sync.undeclare_table('shop.shelves')",
+    );
+}

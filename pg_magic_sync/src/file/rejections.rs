@@ -14,6 +14,15 @@
 //! out. A rejection of a table the server does not send, with a key that is
 //! not the table's, or of a message never sent the replica, is malformed
 //! and left out.
+//!
+//! A follower's snapshot of the journaled tables is the stand-in's rows,
+//! recorded once, as the stand-in's: `sync.held` shows each as sent in the
+//! follower's last message of its provisioning (`since_sequence`), whichever
+//! message of the snapshot carried it, and the replica names the one that
+//! did (protocol section 6). So a rejection of any message of that
+//! provisioning, of a row shown sent in its last, is of the last message
+//! that carried the row: the row is recorded refused in that last, which a
+//! later message that carries it follows.
 
 use magic_sync_proto::key;
 use magic_sync_proto::wire::Rejection;
@@ -26,7 +35,7 @@ use crate::error::Error;
 use crate::file::standing::Standing;
 use crate::settings;
 use crate::spi::{self, to_pg};
-use crate::statements::file::rejections::{RECORDED, REFUSE, REFUSED_SWEEP};
+use crate::statements::file::rejections::{FOLLOWING, RECORDED, REFUSE, REFUSED_SWEEP};
 
 /// What the server makes of one rejection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,14 +107,20 @@ pub enum Against {
 
 /// Judges a rejection of message `sequence` against the row the server
 /// records (`sent`, `leaving`), if any, and the snapshot last begun.
+/// `as_one`, for a follower, is its provisioning's messages (first, last):
+/// a row recorded as sent in the last was carried by one of them.
 pub fn against(
     sequence: i64,
     recorded: Option<(i64, Option<i64>)>,
     snapshot_began: Option<i64>,
+    as_one: Option<(i64, i64)>,
 ) -> Against {
+    let of_the_snapshot = |sent: i64| {
+        as_one.is_some_and(|(first, last)| sent == last && (first..=last).contains(&sequence))
+    };
     match recorded {
         Some((_, Some(leaving))) if leaving == sequence => Against::Delete,
-        Some((sent, None)) if sent == sequence => Against::Upsert,
+        Some((sent, None)) if sent == sequence || of_the_snapshot(sent) => Against::Upsert,
         Some(_) => Against::NotTheLast,
         None if snapshot_began.is_some_and(|began| sequence >= began) => Against::Sweep,
         None => Against::NotTheLast,
@@ -134,13 +149,35 @@ fn recorded(replica: Uuid, named: &Named) -> Option<(i64, Option<i64>)> {
     })
 }
 
+/// A follower's provisioning, as its first and last message, read before
+/// it parts: its snapshot's rows of the stand-in's are shown as sent in the
+/// last. Only while it has not been heard applying a message past it: a row
+/// a later message carried, applied, is shown so too, and a rejection of
+/// the snapshot's comes no later than the report that applied it (section
+/// 6).
+fn provisioned_as_follower(replica: Uuid, s: Option<&Standing>) -> Option<(i64, i64)> {
+    let s = s?;
+    let first = s.snapshot_sequence?;
+    let last = spi::one::<i64>(FOLLOWING, &[to_pg(replica).into()])?;
+    (first <= last && s.applied_in_chain().unwrap_or(0) <= last).then_some((first, last))
+}
+
 /// Records one rejection; answers the verdict.
-fn record(replica: Uuid, s: &Standing, named: &Named, r: &Rejection) -> String {
-    let how = against(
-        named.sequence,
-        recorded(replica, named),
-        s.snapshot_sequence,
-    );
+fn record(
+    replica: Uuid,
+    s: &Standing,
+    named: &Named,
+    r: &Rejection,
+    as_one: Option<(i64, i64)>,
+) -> String {
+    let found = recorded(replica, named);
+    let how = against(named.sequence, found, s.snapshot_sequence, as_one);
+    // Refused in the message the row is recorded as sent in: a later one
+    // that carries it, once applied, takes the refusal (applied.rs).
+    let by = match (how, found) {
+        (Against::Upsert, Some((sent, _))) => sent,
+        _ => named.sequence,
+    };
     let sql = match how {
         Against::NotTheLast => return "not the last message that carried it: left out".to_owned(),
         Against::Sweep => REFUSED_SWEEP,
@@ -157,7 +194,7 @@ fn record(replica: Uuid, s: &Standing, named: &Named, r: &Rejection) -> String {
             to_pg(replica).into(),
             named.table.as_str().into(),
             named.key.as_str().into(),
-            named.sequence.into(),
+            by.into(),
             reason.into(),
             r.held_back.into(),
             f64::from(settings::RETRY_EVERY.get()).into(),
@@ -191,7 +228,9 @@ pub fn take(
 ) -> Vec<Value> {
     // A refusal is recorded on the replica's own rows: a follower of a
     // stand-in takes its rows as its own first.
+    let mut as_one = None;
     if !rejections.is_empty() {
+        as_one = provisioned_as_follower(replica, s);
         spi::run_with("SELECT sync_internal.part($1)", &[to_pg(replica).into()]);
     }
     rejections
@@ -203,6 +242,7 @@ pub fn take(
                     s.expect("a named rejection has a standing"),
                     &named,
                     r,
+                    as_one,
                 ),
                 Err(Judged::LeftOut(why)) => format!("{why}: left out"),
                 Err(Judged::Malformed(why)) => format!("malformed: {why}"),
@@ -319,14 +359,56 @@ mod tests {
 
     #[test]
     fn only_the_last_message_that_carried_the_row_counts() {
-        assert_eq!(against(12, Some((12, None)), Some(10)), Against::Upsert);
-        assert_eq!(against(14, Some((12, Some(14))), Some(10)), Against::Delete);
         assert_eq!(
-            against(12, Some((12, Some(14))), Some(10)),
+            against(12, Some((12, None)), Some(10), None),
+            Against::Upsert
+        );
+        assert_eq!(
+            against(14, Some((12, Some(14))), Some(10), None),
+            Against::Delete
+        );
+        assert_eq!(
+            against(12, Some((12, Some(14))), Some(10), None),
             Against::NotTheLast
         );
-        assert_eq!(against(11, Some((12, None)), Some(10)), Against::NotTheLast);
-        assert_eq!(against(15, None, Some(10)), Against::Sweep);
-        assert_eq!(against(9, None, Some(10)), Against::NotTheLast);
+        assert_eq!(
+            against(11, Some((12, None)), Some(10), None),
+            Against::NotTheLast
+        );
+        assert_eq!(against(15, None, Some(10), None), Against::Sweep);
+        assert_eq!(against(9, None, Some(10), None), Against::NotTheLast);
+    }
+
+    #[test]
+    fn a_message_of_a_followers_provisioning_is_the_last_that_carried_a_row_shown_sent_in_its_last()
+    {
+        // Its snapshot ran from 10 to 13; the stand-in's rows show sent 13.
+        let as_one = Some((10, 13));
+        assert_eq!(
+            against(11, Some((13, None)), Some(10), as_one),
+            Against::Upsert
+        );
+        assert_eq!(
+            against(10, Some((13, None)), Some(10), as_one),
+            Against::Upsert
+        );
+        // Not of its provisioning, or a row shown sent otherwise.
+        assert_eq!(
+            against(9, Some((13, None)), Some(10), as_one),
+            Against::NotTheLast
+        );
+        assert_eq!(
+            against(11, Some((12, None)), Some(10), as_one),
+            Against::NotTheLast
+        );
+        assert_eq!(
+            against(11, Some((13, Some(15))), Some(10), as_one),
+            Against::NotTheLast
+        );
+        // Not a follower: the message itself.
+        assert_eq!(
+            against(11, Some((13, None)), Some(10), None),
+            Against::NotTheLast
+        );
     }
 }

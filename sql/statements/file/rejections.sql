@@ -15,3 +15,10 @@ UPDATE sync.held_recorded
 -- name: REFUSED_SWEEP
 INSERT INTO sync.held_recorded (replica, table_name, key, note, sent, refused, refused_by, refused_at, held_back, retry_at)
     VALUES ($1, $2, $3, 0, $4, $5, $4, now(), $6, now() + make_interval(secs => $7))
+
+-- name: FOLLOWING
+-- A follower's message that ended its provisioning: sync.held shows each
+-- row its snapshot carried of the stand-in's as sent in it.
+SELECT since_sequence
+    FROM sync.followers
+    WHERE replica = $1
