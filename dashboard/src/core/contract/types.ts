@@ -113,6 +113,7 @@ export interface Health {
       found_at: Timestamp
       problem: string
       remedy: Remedy
+      tables: string[]
     }[]
     total: number
   }
@@ -252,6 +253,7 @@ export interface OverviewHealth {
       found_at: Timestamp
       problem: string
       remedy: Remedy
+      tables: string[]
     }[]
     total: number
   }
