@@ -11,32 +11,10 @@
 mod help;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::channel;
 
-use help::{Gateway, Shop};
-
-fn replica_binary() -> PathBuf {
-    let binary = std::path::Path::new(help::BINARY).with_file_name("magic-sync-replica");
-    assert!(
-        binary.exists(),
-        "{} is not built: cargo build -p magic_sync_replica --features ws --bin magic-sync-replica",
-        binary.display()
-    );
-    binary
-}
-
-const DECLARATION: &str = r#"{
-  "schema": [
-    "CREATE TABLE products (id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL, price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL, retired_at TEXT)",
-    "CREATE TABLE receipts (id BLOB PRIMARY KEY NOT NULL, register_id BLOB NOT NULL, total_cents INTEGER NOT NULL, sold_at TEXT NOT NULL)"
-  ],
-  "tables": [
-    {"name": "products", "mirror": "catalog", "retired": "retired_at"},
-    {"name": "receipts", "mirror": "record", "origin": "register_id"}
-  ]
-}"#;
+use help::{replica_binary, Gateway, Shop, DECLARATION};
 
 #[test]
 fn a_register_brought_up_with_init_and_run_keeps_the_catalog_and_files_its_receipts_until_ctrl_c() {

@@ -12,37 +12,15 @@ mod help;
 mod tls;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
-use help::{Gateway, Register, Shop};
+use help::{replica_binary, Gateway, Register, Shop, DECLARATION};
 use magic_sync_replica::transport::ws::{Ws, WsSettings};
 use magic_sync_replica::transport::Status;
 use magic_sync_replica::Error;
 use tls::{Authority, TlsProxy};
-
-fn replica_binary() -> PathBuf {
-    let binary = std::path::Path::new(help::BINARY).with_file_name("magic-sync-replica");
-    assert!(
-        binary.exists(),
-        "{} is not built: cargo build -p magic_sync_replica --features ws --bin magic-sync-replica",
-        binary.display()
-    );
-    binary
-}
-
-const DECLARATION: &str = r#"{
-  "schema": [
-    "CREATE TABLE products (id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL, price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL, retired_at TEXT)",
-    "CREATE TABLE receipts (id BLOB PRIMARY KEY NOT NULL, register_id BLOB NOT NULL, total_cents INTEGER NOT NULL, sold_at TEXT NOT NULL)"
-  ],
-  "tables": [
-    {"name": "products", "mirror": "catalog", "retired": "retired_at"},
-    {"name": "receipts", "mirror": "record", "origin": "register_id"}
-  ]
-}"#;
 
 #[test]
 fn a_register_run_over_wss_with_the_shops_ca_given_is_provisioned_and_its_receipt_filed_once() {

@@ -190,6 +190,30 @@ pub struct Gateway {
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_magic-sync-gateway");
 
+/// The replica's command line, built beside the gateway (the workspace's
+/// build gives it the feature `ws`).
+pub fn replica_binary() -> PathBuf {
+    let binary = Path::new(BINARY).with_file_name("magic-sync-replica");
+    assert!(
+        binary.exists(),
+        "{} is not built: cargo build -p magic_sync_replica --features ws --bin magic-sync-replica",
+        binary.display()
+    );
+    binary
+}
+
+/// The register's tables, as `magic-sync-replica init` takes them.
+pub const DECLARATION: &str = r#"{
+  "schema": [
+    "CREATE TABLE products (id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL, price_cents INTEGER NOT NULL, updated_at TEXT NOT NULL, retired_at TEXT)",
+    "CREATE TABLE receipts (id BLOB PRIMARY KEY NOT NULL, register_id BLOB NOT NULL, total_cents INTEGER NOT NULL, sold_at TEXT NOT NULL)"
+  ],
+  "tables": [
+    {"name": "products", "mirror": "catalog", "retired": "retired_at"},
+    {"name": "receipts", "mirror": "record", "origin": "register_id"}
+  ]
+}"#;
+
 impl Gateway {
     /// Starts the gateway for the shop on a free loopback port, with these
     /// options too.
