@@ -71,7 +71,7 @@ fn scratch_dir() -> TempDir {
 
 /// What pg_config says of the PostgreSQL in use: `$PG_CONFIG`'s, or the
 /// first on the PATH.
-fn pg_config(what: &str) -> PathBuf {
+pub(crate) fn pg_config(what: &str) -> PathBuf {
     let program = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".to_owned());
     PathBuf::from(output(Command::new(program).arg(what)))
 }

@@ -12,20 +12,13 @@ use std::process::Command;
 
 use tempfile::TempDir;
 
+use crate::cluster::pg_config;
+
 pub struct PrivatePostgres {
     bin: PathBuf,
     pkglib: PathBuf,
     share: PathBuf,
     _dir: TempDir,
-}
-
-fn pg_config(what: &str) -> PathBuf {
-    let program = std::env::var("PG_CONFIG").unwrap_or_else(|_| "pg_config".to_owned());
-    let out = Command::new(&program)
-        .arg(what)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// The repository's root, where scripts/ and sql/ are.

@@ -27,7 +27,7 @@ use magic_sync_replica::transport::Options;
 use magic_sync_tests::private_postgres::{repository, PrivatePostgres};
 use magic_sync_tests::Cluster;
 use postgres::Client;
-use shop::{open_register, write_receipt, SERVER_SCHEMA};
+use shop::{open_register, products_on, write_receipt, SERVER_SCHEMA};
 use uuid::Uuid;
 
 /// The release upgraded from.
@@ -35,10 +35,6 @@ const PREVIOUS: &str = "0.1.0";
 
 /// This build's version.
 const CURRENT: &str = env!("CARGO_PKG_VERSION");
-
-fn restart(cluster: &Cluster) {
-    cluster.restart_immediately();
-}
 
 fn connect(cluster: &Cluster, database: &str) -> Client {
     let began = std::time::Instant::now();
@@ -69,17 +65,6 @@ fn start_register(cluster: &Cluster, file: &Path, me: Uuid) -> Device {
 }
 
 type Product = (Uuid, String, i64);
-
-fn products_on(pg: &mut Client) -> Vec<Product> {
-    let mut rows: Vec<Product> = pg
-        .query("SELECT id, name, price_cents FROM shop.products", &[])
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
-    rows.sort();
-    rows
-}
 
 fn products_in(file: &Path) -> Vec<Product> {
     let conn = rusqlite::Connection::open(file).unwrap();
@@ -288,7 +273,7 @@ fn a_shop_on_the_previous_release_upgrades_in_place_and_goes_on_as_one_installed
     // database still holds the previous release's SQL: the worker waits,
     // saying what to run, and the library refuses to run the engine.
     postgres.install_this_builds_library();
-    restart(&cluster);
+    cluster.restart_immediately();
     let mut pg = connect(&cluster, "shop");
     wait_until("the worker to say what to run", || {
         cluster.log().contains(&format!(
