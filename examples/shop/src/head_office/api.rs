@@ -184,30 +184,39 @@ pub async fn introduce(State(app): Shared, text: String) -> Result<Response, Fai
     ))
 }
 
+/// The receipts filed, newest first, each with its lines (a line's
+/// product named as the catalog names it now, or null once deleted; a
+/// receipt whose lines are not filed yet has none).
 pub async fn receipts(State(app): Shared) -> Result<Response, Failure> {
     let rows = app
         .db
         .query(
-            "SELECT r.id, r.register_id, g.name, r.product, r.total_cents, r.sold_at::text \
+            "SELECT r.id, r.register_id, g.name, r.total_cents, r.sold_at::text, \
+                    coalesce((SELECT jsonb_agg(jsonb_build_object( \
+                        'product_id', l.product_id, 'product', p.name, \
+                        'quantity', l.quantity, 'price_cents', l.price_cents) \
+                        ORDER BY p.name, l.id) \
+                      FROM shop.receipt_lines l LEFT JOIN shop.products p ON p.id = l.product_id \
+                      WHERE l.receipt_id = r.id), '[]')::text \
              FROM shop.receipts r JOIN shop.registers g ON g.id = r.register_id \
              ORDER BY r.sold_at DESC, r.id LIMIT 200",
             &[],
         )
         .await
         .map_err(database)?;
-    let receipts: Vec<_> = rows
-        .iter()
-        .map(|r| {
-            json!({
-                "id": r.get::<_, Uuid>(0),
-                "register_id": r.get::<_, Uuid>(1),
-                "register": r.get::<_, String>(2),
-                "product": r.get::<_, String>(3),
-                "total_cents": r.get::<_, i64>(4),
-                "sold_at": r.get::<_, String>(5),
-            })
-        })
-        .collect();
+    let mut receipts = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let lines: serde_json::Value = serde_json::from_str(&r.get::<_, String>(5))
+            .map_err(|e| failure(StatusCode::BAD_GATEWAY, e))?;
+        receipts.push(json!({
+            "id": r.get::<_, Uuid>(0),
+            "register_id": r.get::<_, Uuid>(1),
+            "register": r.get::<_, String>(2),
+            "total_cents": r.get::<_, i64>(3),
+            "sold_at": r.get::<_, String>(4),
+            "lines": lines,
+        }));
+    }
     Ok(page::json(&json!(receipts)))
 }
 

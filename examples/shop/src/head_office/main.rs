@@ -87,7 +87,24 @@ async fn migrate(owner: &tokio_postgres::Client, own: bool) -> Result<(), String
         .map_err(|e| e.to_string())?
         .get(0);
     if made {
-        return Ok(());
+        let latest: bool = owner
+            .query_one(
+                "SELECT to_regclass($1) IS NOT NULL",
+                &[&schema::LATEST_TABLE],
+            )
+            .await
+            .map_err(|e| e.to_string())?
+            .get(0);
+        return if latest {
+            Ok(())
+        } else {
+            Err(format!(
+                "this database holds the shop of an earlier build (it has no {}): \
+                 start the head office on a fresh one (with its own PostgreSQL, remove \
+                 head-office-data/ and the registers' register-*.db files)",
+                schema::LATEST_TABLE
+            ))
+        };
     }
     let mut sql = schema::MIGRATION.to_owned();
     if own {

@@ -96,15 +96,34 @@ async fn state(State(till): Shared) -> Response {
     }
 }
 
+/// A sale: one product (`product_id`, and `quantity`, one unless said),
+/// or its `lines`, each a product and how many.
 #[derive(Deserialize)]
 struct Sale {
+    product_id: Option<Uuid>,
+    quantity: Option<i64>,
+    #[serde(default)]
+    lines: Vec<Line>,
+}
+
+#[derive(Deserialize)]
+struct Line {
     product_id: Uuid,
+    quantity: i64,
 }
 
 async fn sell(State(till): Shared, text: String) -> Result<Response, Failure> {
     let sale: Sale = body(&text)?;
+    let mut lines: Vec<(Uuid, i64)> = sale
+        .lines
+        .iter()
+        .map(|l| (l.product_id, l.quantity))
+        .collect();
+    if let Some(product) = sale.product_id {
+        lines.push((product, sale.quantity.unwrap_or(1)));
+    }
     let till = till.clone();
-    match tokio::task::spawn_blocking(move || till.sell(sale.product_id)).await {
+    match tokio::task::spawn_blocking(move || till.sell(&lines)).await {
         Ok(Ok(receipt)) => Ok(page::json(&serde_json::json!({ "receipt": receipt }))),
         Ok(Err(e)) => Err(failure(StatusCode::BAD_REQUEST, e)),
         Err(e) => Err(failure(StatusCode::INTERNAL_SERVER_ERROR, e)),

@@ -17,23 +17,36 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-/// The register's own tables: its copy of the catalog, its receipts, and
-/// who it is (kept beside them, never sent).
+/// The register's own tables: its copy of the catalog (a product the head
+/// office deleted while a receipt line here points at it is kept retired:
+/// `retired_at` set, out of the list, still behind its receipts), its
+/// receipts with their lines (see the head office's schema for why a
+/// receipt has lines), and who it is (kept beside them, never sent).
 const SCHEMA: &str = "
     PRAGMA journal_mode = WAL;
     PRAGMA synchronous = FULL;
     PRAGMA recursive_triggers = ON;
+    PRAGMA foreign_keys = ON;
     CREATE TABLE IF NOT EXISTS products (
         id          BLOB PRIMARY KEY NOT NULL,
         name        TEXT NOT NULL,
         price_cents INTEGER NOT NULL,
-        updated_at  TEXT NOT NULL);
+        updated_at  TEXT NOT NULL,
+        retired_at  TEXT);
     CREATE TABLE IF NOT EXISTS receipts (
         id          BLOB PRIMARY KEY NOT NULL,
         register_id BLOB NOT NULL,
-        product     TEXT NOT NULL,
         total_cents INTEGER NOT NULL,
         sold_at     TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS receipt_lines (
+        id          BLOB PRIMARY KEY NOT NULL,
+        receipt_id  BLOB NOT NULL REFERENCES receipts (id),
+        register_id BLOB NOT NULL,
+        product_id  BLOB NOT NULL REFERENCES products (id),
+        quantity    INTEGER NOT NULL,
+        price_cents INTEGER NOT NULL);
+    CREATE INDEX IF NOT EXISTS receipt_lines_receipt ON receipt_lines (receipt_id);
+    CREATE INDEX IF NOT EXISTS receipt_lines_product ON receipt_lines (product_id);
     CREATE TABLE IF NOT EXISTS this_register (
         id          BLOB NOT NULL,
         name        TEXT NOT NULL,
@@ -42,9 +55,31 @@ const SCHEMA: &str = "
 
 fn tables() -> Tables {
     Tables::new(vec![
-        Table::catalog("products"),
+        Table::catalog("products").retired("retired_at"),
         Table::record("receipts").origin("register_id"),
+        Table::record("receipt_lines").origin("register_id"),
     ])
+}
+
+/// Refuses a file an earlier build of the shop made (its receipts name a
+/// product, and it has no lines), saying what to do.
+fn of_this_build(conn: &Connection, file: &Path) -> Result<(), String> {
+    let old: bool = conn
+        .query_row(
+            "SELECT count(*) FROM pragma_table_info('receipts') WHERE name = 'product'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(sqlite)?
+        > 0;
+    if old {
+        return Err(format!(
+            "{} was made by an earlier build of the shop (its receipts have no lines): \
+             move it away to start this register afresh",
+            file.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Where the device loop is.
@@ -118,6 +153,7 @@ impl Till {
         refuse: Option<&str>,
     ) -> Result<Till, String> {
         let conn = Connection::open(file).map_err(sqlite)?;
+        of_this_build(&conn, file)?;
         conn.execute_batch(SCHEMA).map_err(sqlite)?;
         refusing(&conn, refuse)?;
         let known: Option<(Vec<u8>, String)> = conn
@@ -235,30 +271,65 @@ impl Till {
 
     fn till(&self) -> Result<Connection, String> {
         let conn = Connection::open(&self.file).map_err(sqlite)?;
-        conn.execute_batch("PRAGMA recursive_triggers = ON; PRAGMA busy_timeout = 5000")
-            .map_err(sqlite)?;
+        conn.execute_batch(
+            "PRAGMA recursive_triggers = ON; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000",
+        )
+        .map_err(sqlite)?;
         Ok(conn)
     }
 
-    /// Sells one of a product at the price its own catalog says: a receipt
-    /// written into its file (the engine's triggers note it). Online, the
-    /// device loop is poked to send it at once.
-    pub fn sell(&self, product: Uuid) -> Result<Uuid, String> {
-        let till = self.till()?;
-        let (name, price): (String, i64) = till
-            .query_row(
-                "SELECT name, price_cents FROM products WHERE id = ?1",
-                [product.as_bytes()],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(|_| "this register does not hold that product".to_owned())?;
+    /// Sells what the lines say (product and quantity), each at the price
+    /// its own catalog says: a receipt and its lines written into its
+    /// file in one transaction (the engine's triggers note them). A
+    /// retired product is no longer sold. Online, the device loop is poked
+    /// to send them at once.
+    pub fn sell(&self, lines: &[(Uuid, i64)]) -> Result<Uuid, String> {
+        if lines.is_empty() {
+            return Err("a sale needs a line: a product and how many".to_owned());
+        }
+        let mut till = self.till()?;
+        let sale = till.transaction().map_err(sqlite)?;
+        let mut priced = Vec::with_capacity(lines.len());
+        for &(product, quantity) in lines {
+            if quantity < 1 {
+                return Err(format!("a line sells one or more, not {quantity}"));
+            }
+            let price: i64 = sale
+                .query_row(
+                    "SELECT price_cents FROM products WHERE id = ?1 AND retired_at IS NULL",
+                    [product.as_bytes()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sqlite)?
+                .ok_or_else(|| format!("this register does not sell the product {product}"))?;
+            priced.push((product, quantity, price));
+        }
+        let total: i64 = priced.iter().map(|(_, q, p)| q * p).sum();
         let id = Uuid::new_v4();
-        till.execute(
-            "INSERT INTO receipts (id, register_id, product, total_cents, sold_at) \
-             VALUES (?1, ?2, ?3, ?4, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-            rusqlite::params![id.as_bytes(), self.me.as_bytes(), name, price],
+        sale.execute(
+            "INSERT INTO receipts (id, register_id, total_cents, sold_at) \
+             VALUES (?1, ?2, ?3, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+            rusqlite::params![id.as_bytes(), self.me.as_bytes(), total],
         )
         .map_err(sqlite)?;
+        for (product, quantity, price) in priced {
+            sale.execute(
+                "INSERT INTO receipt_lines \
+                 (id, receipt_id, register_id, product_id, quantity, price_cents) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![
+                    Uuid::new_v4().as_bytes(),
+                    id.as_bytes(),
+                    self.me.as_bytes(),
+                    product.as_bytes(),
+                    quantity,
+                    price
+                ],
+            )
+            .map_err(sqlite)?;
+        }
+        sale.commit().map_err(sqlite)?;
         if let Loop::Online { control, .. } = &*self.device.lock().unwrap() {
             control.poke();
         }
@@ -270,7 +341,10 @@ impl Till {
     pub fn shown(&self) -> Result<Value, String> {
         let till = self.till()?;
         let mut products = till
-            .prepare("SELECT id, name, price_cents FROM products ORDER BY name, id")
+            .prepare(
+                "SELECT id, name, price_cents FROM products WHERE retired_at IS NULL \
+                 ORDER BY name, id",
+            )
             .map_err(sqlite)?;
         let products: Vec<Value> = products
             .query_map([], |r| {
@@ -286,18 +360,25 @@ impl Till {
             .map_err(sqlite)?;
         let mut receipts = till
             .prepare(
-                "SELECT id, product, total_cents, sold_at FROM receipts \
-                 ORDER BY sold_at DESC LIMIT 50",
+                "SELECT r.id, r.total_cents, r.sold_at, \
+                        coalesce((SELECT json_group_array(json_object( \
+                            'product', p.name, \
+                            'quantity', l.quantity, 'price_cents', l.price_cents, \
+                            'retired', json(CASE WHEN p.retired_at IS NULL THEN 'false' ELSE 'true' END))) \
+                          FROM receipt_lines l JOIN products p ON p.id = l.product_id \
+                          WHERE l.receipt_id = r.id), '[]') \
+                 FROM receipts r ORDER BY r.sold_at DESC LIMIT 50",
             )
             .map_err(sqlite)?;
         let receipts: Vec<Value> = receipts
             .query_map([], |r| {
                 let id: Vec<u8> = r.get(0)?;
+                let lines: String = r.get(3)?;
                 Ok(json!({
                     "id": Uuid::from_slice(&id).unwrap_or_default(),
-                    "product": r.get::<_, String>(1)?,
-                    "total_cents": r.get::<_, i64>(2)?,
-                    "sold_at": r.get::<_, String>(3)?,
+                    "total_cents": r.get::<_, i64>(1)?,
+                    "sold_at": r.get::<_, String>(2)?,
+                    "lines": serde_json::from_str::<Value>(&lines).unwrap_or_default(),
                 }))
             })
             .map_err(sqlite)?

@@ -12,13 +12,26 @@ export interface Register {
   name: string
 }
 
+/** A line of a receipt: a product, how many, at what price each. */
+export interface ReceiptLine {
+  /** The product's name; null at the head office once it was deleted. */
+  product: string | null
+  quantity: number
+  price_cents: number
+  /** On a register: the product was deleted at the head office, and is
+   * kept here only for its receipts. */
+  retired?: boolean
+}
+
 export interface Receipt {
   id: string
   register_id?: string
   register?: string
-  product: string
   total_cents: number
   sold_at: string
+  /** Its lines, as both programs answer (left out where only the receipt
+   * counts, as in counting the receipts filed). */
+  lines?: ReceiptLine[]
 }
 
 /** What a register's page shows of it. */
@@ -44,6 +57,31 @@ export function cents(text: string): number | null {
   const m = /^\s*(\d+)(?:[.,](\d{1,2}))?\s*$/.exec(text)
   if (!m) return null
   return Number(m[1]) * 100 + Number((m[2] ?? '0').padEnd(2, '0'))
+}
+
+/** "Coffee 3.00", or "2 × Tea 5.00": a line as a receipt prints it. */
+export function lineSentence(line: ReceiptLine): string {
+  const name = line.product ?? 'a product since deleted'
+  const amount = money(line.quantity * line.price_cents)
+  return line.quantity === 1 ? `${name} ${amount}` : `${line.quantity} × ${name} ${amount}`
+}
+
+/** A sale being made: each product once, with how many. */
+export interface SaleLine {
+  product: Product
+  quantity: number
+}
+
+/** `quantity` more of `product` on the sale being made. */
+export function withMore(lines: SaleLine[], product: Product, quantity: number): SaleLine[] {
+  const found = lines.find((l) => l.product.id === product.id)
+  if (found) return lines.map((l) => (l === found ? { ...l, quantity: l.quantity + quantity } : l))
+  return [...lines, { product, quantity }]
+}
+
+/** What the sale being made comes to. */
+export function saleTotal(lines: SaleLine[]): number {
+  return lines.reduce((sum, l) => sum + l.quantity * l.product.price_cents, 0)
 }
 
 /** "2 receipts not at the head office yet", or that all are. */
