@@ -141,6 +141,22 @@ pub struct Up {
     /// last one said standing.
     #[prost(message, optional, tag = "11")]
     pub backlog: ::core::option::Option<Backlog>,
+    /// The columns this build of the replica holds of each table the server
+    /// sends it, said once per open beside where it stands (first lane). A
+    /// table whose columns grew since the replica last said them, by one the
+    /// server sends, has the rows the replica holds of it sent again. Absent:
+    /// it says nothing of its columns (the server keeps what it was told).
+    #[prost(message, repeated, tag = "12")]
+    pub columns: ::prost::alloc::vec::Vec<TableColumns>,
+}
+/// The columns a replica's build holds of one table, as its database names
+/// them.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TableColumns {
+    #[prost(string, tag = "1")]
+    pub table: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub columns: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// The rows of one table the replica wrote.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

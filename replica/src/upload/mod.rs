@@ -17,6 +17,7 @@
 //! neither `sent` nor `refused`, whose rows go again.
 
 pub(crate) mod backlog;
+mod columns;
 mod digest;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -308,6 +309,19 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
         up.nonce = state.nonce;
         up.mac = state.mac.clone();
         up.gap = state.gap;
+    }
+    // Once per open, beside where it stands: the columns this build holds
+    // of the tables the server sends it (a new build may have added one).
+    if opening && !narrowing {
+        let mut with = up.clone();
+        with.columns = columns::held(u.shapes);
+        if with.encoded_len() <= limits.bytes {
+            up = with;
+        } else {
+            log::warn!(
+                "the tables' columns do not fit an Up: said where the replica stands without them"
+            );
+        }
     }
 
     let (mut rejection_ids, mut rejections, mut notes_allowed): (
