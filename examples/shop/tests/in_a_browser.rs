@@ -17,7 +17,7 @@ mod help;
 use std::time::{Duration, Instant};
 
 use help::{
-    dashboard_register, filed_from, held, name_of, places_of, price_of, product, Shop, AMBER,
+    dashboard_register, filed_from, held, name_of, places_of, price_of, product, who, Shop, AMBER,
     GREEN, RED,
 };
 
@@ -51,7 +51,7 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_r
 
     // Who holds it? Next to a product: each register, and where the
     // product stands on it.
-    browser.click("head-office", ".product[data-product=\"Tea\"] .who");
+    browser.click("head-office", &who("Tea"));
     let places = browser.counts("head-office", &places_of("Tea", "holds"), 2);
     for register in ["Register 1", "Register 2"] {
         assert!(places.iter().any(|p| p.contains(register)), "{places:?}");
@@ -181,6 +181,16 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_r
         browser.read("register-3", ".held-catalog .product").len(),
         5
     );
+    // Who holds it? Tart: Registers 1 and 2 hold it, Register 3 has it
+    // set aside, refused, and says why.
+    browser.click("head-office", &who("Tart"));
+    browser.counts("head-office", &places_of("Tart", "holds"), 2);
+    let aside = browser.counts("head-office", &places_of("Tart", "set_aside"), 1);
+    assert!(aside[0].contains("Register 3"), "{aside:?}");
+    assert!(
+        aside[0].contains("this build cannot sell Tart"),
+        "{aside:?}"
+    );
     browser.screenshots("4-register-3-refuses-tart");
     drop(register_3);
     let register_3 = shop.start_register(3, &[]);
@@ -188,6 +198,7 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_back_online_and_a_r
     // The head office tries again every 5 seconds (its retry_every).
     browser.counts_within("register-3", &held("Tart"), 1, Duration::from_secs(60));
     browser.counts_within("head-office", GREEN, 1, Duration::from_secs(60));
+    browser.counts("head-office", &places_of("Tart", "holds"), 3);
     browser.screenshots("5-register-3-fixed");
 
     // The head office restarted while Register 1 is offline and a price

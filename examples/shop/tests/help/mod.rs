@@ -403,3 +403,8 @@ pub fn name_of(product: &str) -> String {
 pub fn price_of(product: &str) -> String {
     format!(".product[data-product=\"{product}\"] .price")
 }
+
+/// The "who holds it?" button beside a product at the head office.
+pub fn who(product: &str) -> String {
+    format!(".product[data-product=\"{product}\"] .who")
+}
