@@ -44,13 +44,15 @@ say "the dashboard: types, type check, build, vitest, the page in a browser"
 (cd dashboard && npm run check && npm run build && npm test)
 timeout --foreground 10m cargo test -p magic_sync_dashboard_server
 
-say "the shop's pages in a browser: the head office, two registers, the first things to try"
+say "the shop's pages in a browser: the head office, registers, the book's things to try"
 # examples/shop (issue 35): its pages type-checked, built (over the
 # dashboard package built above) and their sentences tested (vitest), then the head office (its own PostgreSQL, in a scratch
 # directory) and two registers run as programs, walked in headless
 # Chromium (screenshots in target/shop-screenshots/).
 (cd examples/shop/web && npm run check && npm run build && npm test)
-timeout --foreground 10m cargo test -p magic_sync_shop --test in_a_browser
+# Each walk is a test file of examples/shop/tests/ (help/ is what they
+# share), one after the other: each starts a shop of its own.
+timeout --foreground 10m cargo test -p magic_sync_shop --test in_a_browser --test lost_deleted_wished
 
 say "proto, replica, end-to-end and pg_regress tests"
 # A test that hangs fails the run here, with its name printed, rather than

@@ -408,3 +408,24 @@ pub fn price_of(product: &str) -> String {
 pub fn who(product: &str) -> String {
     format!(".product[data-product=\"{product}\"] .who")
 }
+
+impl Browser {
+    /// Picks the option shown as `label` in the list `css`.
+    pub fn select(&mut self, page: &str, css: &str, label: &str) {
+        self.ask(json!({ "page": page, "select": css, "label": label }));
+    }
+
+    /// Makes a sale on a register's page as a person does: each product
+    /// picked with how many, added to the sale, then "Sell these".
+    pub fn sell(&mut self, page: &str, lines: &[(&str, u32)]) {
+        for (product, quantity) in lines {
+            self.select(page, ".sale .sale-product", product);
+            self.fill(page, ".sale .sale-quantity", &quantity.to_string());
+            self.click(page, ".sale .add-line");
+        }
+        self.click(page, ".sale .complete-sale");
+    }
+}
+
+/// The receipts a register's page lists.
+pub const RECEIPTS: &str = ".receipt";

@@ -7,6 +7,7 @@
 //   {"open": NAME, "url": URL}
 //   {"page": NAME, "fill": CSS, "value": TEXT, "press": KEY?}
 //   {"page": NAME, "click": CSS}
+//   {"page": NAME, "select": CSS, "label": TEXT}   picks the option shown as TEXT
 //   {"page": NAME, "wait": CSS, "text": TEXT?, "count": N?}
 //        until the elements CSS picks are N (any, when N is not given),
 //        one of them showing TEXT when given; answers what each shows;
@@ -90,6 +91,9 @@ async function main() {
       if (c.fill) {
         await page.fill(c.fill, c.value)
         if (c.press) await page.press(c.fill, c.press)
+        answer({ texts: [] })
+      } else if (c.select) {
+        await page.selectOption(c.select, { label: c.label }, { timeout: PATIENCE })
         answer({ texts: [] })
       } else if (c.click) {
         // Playwright's own click waits a couple of seconds on these pages
