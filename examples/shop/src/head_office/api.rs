@@ -258,5 +258,79 @@ pub async fn explain(State(app): Shared, Path((replica, product)): Path<(Uuid, U
 
 pub async fn wishes(State(app): Shared) -> Response {
     let none: Option<String> = None;
-    read(&app, "SELECT sync.wishes(NULL, $1, 0, 20)::text", &[&none]).await
+    read(&app, "SELECT sync.wishes(NULL, $1, 0, 100)::text", &[&none]).await
+}
+
+/// Each register's footer as it last reported it (none before its first
+/// upload is filed), its version written as the protocol compares them
+/// (RFC 3339 in UTC, six fractional digits and Z): a wish is based on it.
+pub async fn footers(State(app): Shared) -> Result<Response, Failure> {
+    let rows = app
+        .db
+        .query(
+            "SELECT g.id, g.name, f.text, \
+                    to_char(f.changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+             FROM shop.registers g LEFT JOIN shop.footers f ON f.register_id = g.id \
+             WHERE g.active ORDER BY g.name, g.id",
+            &[],
+        )
+        .await
+        .map_err(database)?;
+    let footers: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "register_id": r.get::<_, Uuid>(0),
+                "register": r.get::<_, String>(1),
+                "text": r.get::<_, Option<String>>(2),
+                "changed_at": r.get::<_, Option<String>>(3),
+            })
+        })
+        .collect();
+    Ok(page::json(&json!(footers)))
+}
+
+#[derive(Deserialize)]
+struct FooterWish {
+    text: String,
+    /// The version of the footer the page showed when the form was opened:
+    /// the register carries the wish out only while it is still that one.
+    based_on: String,
+}
+
+/// Wishes a register another footer (sync.desire), based on the footer
+/// the page showed.
+pub async fn wish_footer(
+    State(app): Shared,
+    Path(register): Path<Uuid>,
+    text: String,
+) -> Result<Response, Failure> {
+    let wish: FooterWish = body(&text)?;
+    let wanted = json!({ "register_id": register, "text": wish.text, "changed_at": wish.based_on })
+        .to_string();
+    let id: Uuid = app
+        .db
+        .query_one(
+            "SELECT sync.desire('footers', $1::text::jsonb, 'wished from the head office''s page')",
+            &[&wanted],
+        )
+        .await
+        .map_err(database)?
+        .get(0);
+    Ok(page::json(&json!({ "wish": id })))
+}
+
+/// Lets go of a register's footer wish (sync.withdraw): its footer stands.
+pub async fn dismiss_footer_wish(
+    State(app): Shared,
+    Path(register): Path<Uuid>,
+) -> Result<Response, Failure> {
+    let key = register.to_string();
+    let withdrawn: bool = app
+        .db
+        .query_one("SELECT sync.withdraw('footers', $1)", &[&key])
+        .await
+        .map_err(database)?
+        .get(0);
+    Ok(page::json(&json!({ "withdrawn": withdrawn })))
 }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use axum::routing::{get, patch};
+use axum::routing::{get, patch, post};
 use axum::Router;
 use magic_sync_gateway::credentials::Tokens;
 use magic_sync_gateway::{Gateway, Settings};
@@ -181,6 +181,12 @@ async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String>
         .route("/api/overview", get(api::overview))
         .route("/api/progress/{replica}", get(api::progress))
         .route("/api/wishes", get(api::wishes))
+        .route("/api/footers", get(api::footers))
+        .route("/api/footers/{register}/wish", post(api::wish_footer))
+        .route(
+            "/api/footers/{register}/dismiss",
+            post(api::dismiss_footer_wish),
+        )
         .fallback(get(api::page))
         .with_state(app)
         .merge(gateway.router());

@@ -18,6 +18,7 @@
 
 #[path = "../page.rs"]
 mod page;
+mod printer;
 mod till;
 
 use std::net::{IpAddr, SocketAddr};
@@ -130,6 +131,35 @@ async fn sell(State(till): Shared, text: String) -> Result<Response, Failure> {
     }
 }
 
+#[derive(Deserialize)]
+struct Footer {
+    text: String,
+}
+
+async fn footer(State(till): Shared, text: String) -> Result<Response, Failure> {
+    let footer: Footer = body(&text)?;
+    let till = till.clone();
+    let wanted = footer.text.clone();
+    match tokio::task::spawn_blocking(move || till.change_footer(&wanted)).await {
+        Ok(Ok(())) => Ok(page::json(
+            &serde_json::json!({ "footer": footer.text.trim() }),
+        )),
+        Ok(Err(e)) => Err(failure(StatusCode::BAD_REQUEST, e)),
+        Err(e) => Err(failure(StatusCode::INTERNAL_SERVER_ERROR, e)),
+    }
+}
+
+#[derive(Deserialize)]
+struct PrinterSwitch {
+    on: bool,
+}
+
+async fn printer(State(till): Shared, text: String) -> Result<Response, Failure> {
+    let switch: PrinterSwitch = body(&text)?;
+    till.switch_printer(switch.on);
+    Ok(page::json(&serde_json::json!({ "printer": switch.on })))
+}
+
 async fn offline(State(till): Shared) -> Response {
     let till = till.clone();
     let _ = tokio::task::spawn_blocking(move || till.go_offline()).await;
@@ -176,6 +206,8 @@ async fn serve(args: Args) -> Result<(), String> {
         .route("/api/sell", post(sell))
         .route("/api/offline", post(offline))
         .route("/api/online", post(online))
+        .route("/api/footer", post(footer))
+        .route("/api/printer", post(printer))
         .fallback(get(the_page))
         .with_state(till.clone());
     println!("{}: http://{address}", till.name());

@@ -12,16 +12,20 @@ use std::time::Duration;
 
 use magic_sync_replica::transport::ws::{Ws, WsSettings};
 use magic_sync_replica::transport::{run, Control, Options, Status};
-use magic_sync_replica::{install, Replica, Settings, Table, Tables};
+use magic_sync_replica::{install, Apply, Replica, Settings, Table, Tables, Wishes};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{json, Value};
 use uuid::Uuid;
+
+use crate::printer::{self, Printer};
 
 /// The register's own tables: its copy of the catalog (a product the head
 /// office deleted while a receipt line here points at it is kept retired:
 /// `retired_at` set, out of the list, still behind its receipts), its
 /// receipts with their lines (see the head office's schema for why a
-/// receipt has lines), and who it is (kept beside them, never sent).
+/// receipt has lines), the footer it prints (a setting: its own, which
+/// the head office may wish another), and who it is (kept beside them,
+/// never sent).
 const SCHEMA: &str = "
     PRAGMA journal_mode = WAL;
     PRAGMA synchronous = FULL;
@@ -47,6 +51,10 @@ const SCHEMA: &str = "
         price_cents INTEGER NOT NULL);
     CREATE INDEX IF NOT EXISTS receipt_lines_receipt ON receipt_lines (receipt_id);
     CREATE INDEX IF NOT EXISTS receipt_lines_product ON receipt_lines (product_id);
+    CREATE TABLE IF NOT EXISTS footers (
+        register_id BLOB PRIMARY KEY NOT NULL,
+        text        TEXT NOT NULL,
+        changed_at  TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS this_register (
         id          BLOB NOT NULL,
         name        TEXT NOT NULL,
@@ -58,6 +66,11 @@ fn tables() -> Tables {
         Table::catalog("products").retired("retired_at"),
         Table::record("receipts").origin("register_id"),
         Table::record("receipt_lines").origin("register_id"),
+        Table::setting("footers")
+            .origin("register_id")
+            .version("changed_at")
+            .desired(&["text"])
+            .apply(Apply::IfUnchanged),
     ])
 }
 
@@ -103,6 +116,9 @@ pub struct Till {
     device: Mutex<Loop>,
     /// What the device loop last said, as a sentence.
     heard: std::sync::Arc<Mutex<String>>,
+    /// The receipt printer, which carries out the head office's wishes of
+    /// its footer.
+    printer: Printer,
 }
 
 fn sqlite(e: rusqlite::Error) -> String {
@@ -197,10 +213,17 @@ impl Till {
         let mut conn = conn;
         let tables = tables();
         install(&mut conn, &tables).map_err(|e| e.to_string())?;
-        let replica =
-            Replica::open(conn, tables, me, Settings::default()).map_err(|e| e.to_string())?;
+        let printer = Printer::new();
+        let settings = Settings {
+            wishes: Wishes::new().on("footers", printer.clone()),
+            // A wish that waits (the printer off) is offered again every
+            // second, so that it prints soon after the printer is back on.
+            wishes_every: Duration::from_secs(1),
+            ..Settings::default()
+        };
+        let replica = Replica::open(conn, tables, me, settings).map_err(|e| e.to_string())?;
         let gateway = format!("ws://{}/link", head_office.trim_start_matches("http://"));
-        Ok(Till {
+        let till = Till {
             file: file.to_owned(),
             name: name.to_owned(),
             me,
@@ -209,7 +232,72 @@ impl Till {
             assets,
             device: Mutex::new(Loop::Offline(Box::new(replica))),
             heard: Default::default(),
-        })
+            printer,
+        };
+        till.first_footer()?;
+        Ok(till)
+    }
+
+    /// The footer it prints before it is told another, written the first
+    /// time (the engine's triggers note it: it goes up to the head office).
+    fn first_footer(&self) -> Result<(), String> {
+        self.till()?
+            .execute(
+                "INSERT INTO footers (register_id, text, changed_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (register_id) DO NOTHING",
+                rusqlite::params![
+                    self.me.as_bytes(),
+                    printer::FIRST_FOOTER,
+                    printer::version_after(None)
+                ],
+            )
+            .map_err(sqlite)?;
+        Ok(())
+    }
+
+    /// The register's own change of its footer (its version moved on): it
+    /// goes up to the head office, and a wish based on the footer before
+    /// it is superseded. One that does not fit the printer is refused.
+    pub fn change_footer(&self, text: &str) -> Result<(), String> {
+        let text = text.trim();
+        if let Some(why) = printer::misfit(text) {
+            return Err(why);
+        }
+        let till = self.till()?;
+        let before: Option<String> = till
+            .query_row(
+                "SELECT changed_at FROM footers WHERE register_id = ?1",
+                [self.me.as_bytes()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sqlite)?;
+        till.execute(
+            "INSERT INTO footers (register_id, text, changed_at) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (register_id) DO UPDATE SET text = excluded.text, \
+             changed_at = excluded.changed_at",
+            rusqlite::params![
+                self.me.as_bytes(),
+                text,
+                printer::version_after(before.as_deref())
+            ],
+        )
+        .map_err(sqlite)?;
+        self.poke();
+        Ok(())
+    }
+
+    /// The printer switched on or off: off, a footer wished waits.
+    pub fn switch_printer(&self, on: bool) {
+        self.printer.switch(on);
+        self.poke();
+    }
+
+    /// Online, the device loop is poked: rows to send.
+    fn poke(&self) {
+        if let Loop::Online { control, .. } = &*self.device.lock().unwrap() {
+            control.poke();
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -330,9 +418,7 @@ impl Till {
             .map_err(sqlite)?;
         }
         sale.commit().map_err(sqlite)?;
-        if let Loop::Online { control, .. } = &*self.device.lock().unwrap() {
-            control.poke();
-        }
+        self.poke();
         Ok(id)
     }
 
@@ -393,8 +479,39 @@ impl Till {
                 |r| r.get(0),
             )
             .map_err(sqlite)?;
+        let footer: Option<(String, String)> = till
+            .query_row(
+                "SELECT text, changed_at FROM footers WHERE register_id = ?1",
+                [self.me.as_bytes()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(sqlite)?;
+        // The head office's wish of its footer, as this register holds it,
+        // with its answer (of that wish, or none yet).
+        let wish: Option<Value> = till
+            .query_row(
+                "SELECT CAST(wanted AS TEXT), CASE WHEN answered = version THEN outcome END, \
+                        CASE WHEN answered = version THEN reason END \
+                 FROM sync_wishes WHERE table_name = 'footers' AND retired_at IS NULL",
+                [],
+                |r| {
+                    let wanted: String = r.get(0)?;
+                    let wanted: Value = serde_json::from_str(&wanted).unwrap_or_default();
+                    Ok(json!({
+                        "text": wanted["text"],
+                        "outcome": r.get::<_, Option<String>>(1)?,
+                        "reason": r.get::<_, Option<String>>(2)?,
+                    }))
+                },
+            )
+            .optional()
+            .map_err(sqlite)?;
         Ok(json!({
             "id": self.me,
+            "footer": footer.map(|(text, changed_at)| json!({ "text": text, "changed_at": changed_at })),
+            "printer": self.printer.is_on(),
+            "wish": wish,
             "name": self.name,
             "online": self.online(),
             "connection": *self.heard.lock().unwrap(),

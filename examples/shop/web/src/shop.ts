@@ -43,6 +43,12 @@ export interface RegisterState {
   products: Product[]
   receipts: Receipt[]
   not_at_head_office: number
+  /** The footer it prints under every receipt, and its version. */
+  footer: { text: string; changed_at: string } | null
+  /** Its printer is on. */
+  printer: boolean
+  /** The head office's wish of its footer, if it holds one. */
+  wish: HeldWish | null
 }
 
 /** 250 → "2.50". */
@@ -125,3 +131,98 @@ export const get = <T>(path: string) => request<T>('GET', path)
 export const post = <T>(path: string, body?: unknown) => request<T>('POST', path, body ?? {})
 export const patch = <T>(path: string, body: unknown) => request<T>('PATCH', path, body)
 export const remove = <T>(path: string) => request<T>('DELETE', path)
+
+/** A register's footer as the head office holds it: as the register last
+ * reported it (null before its first report is filed), with the version a
+ * wish is based on. */
+export interface ReportedFooter {
+  register_id: string
+  register: string
+  text: string | null
+  changed_at: string | null
+}
+
+/** A wish of a footer, as sync.wishes lists it (the part the page reads). */
+export interface FooterWish {
+  id: string
+  table: string
+  key: string
+  wanted: { text?: string }
+  state: 'pending' | 'waiting' | 'applied' | 'refused' | 'superseded'
+  reason?: string | null
+}
+
+/** The wish of this register's footer among those sync.wishes listed. */
+export function wishOf(footer: ReportedFooter, wishes: FooterWish[]): FooterWish | null {
+  const key = footer.register_id.toLowerCase()
+  return wishes.find((w) => w.table === 'footers' && w.key.toLowerCase() === key) ?? null
+}
+
+/** Where a register's footer stands, as its row on the head office's page
+ * says it: its tone (green, amber, red), a sentence, and whether the
+ * reported footer is struck through beside the wished one (a wish on its
+ * way or waiting). */
+export interface FooterStanding {
+  state: 'in_sync' | 'pending' | 'waiting' | 'applied' | 'refused' | 'superseded'
+  tone: 'ok' | 'busy' | 'fix'
+  sentence: string
+  struck: boolean
+  /** The wish can be let go of (dismiss): one not applied. */
+  dismissable: boolean
+}
+
+export function footerStanding(wish: FooterWish | null): FooterStanding {
+  const why = wish?.reason ? `: ${wish.reason}` : ''
+  switch (wish?.state) {
+    case undefined:
+      return { state: 'in_sync', tone: 'ok', sentence: 'In sync', struck: false, dismissable: false }
+    case 'applied':
+      return { state: 'applied', tone: 'ok', sentence: 'In sync: the wish was applied', struck: false, dismissable: false }
+    case 'pending':
+      return { state: 'pending', tone: 'busy', sentence: 'On its way', struck: true, dismissable: true }
+    case 'waiting':
+      return { state: 'waiting', tone: 'busy', sentence: `Waiting${why}`, struck: true, dismissable: true }
+    case 'refused':
+      return {
+        state: 'refused',
+        tone: 'fix',
+        sentence: `Refused${why}; the register's footer stands`,
+        struck: false,
+        dismissable: true,
+      }
+    case 'superseded':
+      return {
+        state: 'superseded',
+        tone: 'busy',
+        sentence: "Superseded: changed on the register first; the register's own stands",
+        struck: false,
+        dismissable: true,
+      }
+  }
+}
+
+/** A register's page: the head office's wish of its footer as the
+ * register holds it, and its answer (null until it answers this wish). */
+export interface HeldWish {
+  text: string | null
+  outcome: 'applied' | 'waiting' | 'refused' | 'superseded' | null
+  reason: string | null
+}
+
+/** What a register's page says of the head office's wish. */
+export function heldWishSentence(wish: HeldWish): string {
+  const wished = `The head office wished “${wish.text ?? ''}”`
+  const why = wish.reason ? `: ${wish.reason}` : ''
+  switch (wish.outcome) {
+    case null:
+      return `${wished}: about to print it.`
+    case 'applied':
+      return `${wished}: printed.`
+    case 'waiting':
+      return `${wished}: waiting${why}.`
+    case 'refused':
+      return `${wished}: refused${why}.`
+    case 'superseded':
+      return `${wished}: superseded, the footer was changed here first.`
+  }
+}
