@@ -160,6 +160,20 @@ async fn printer(State(till): Shared, text: String) -> Result<Response, Failure>
     Ok(page::json(&serde_json::json!({ "printer": switch.on })))
 }
 
+#[derive(Deserialize)]
+struct NetworkSwitch {
+    broken: bool,
+}
+
+async fn network(State(till): Shared, text: String) -> Result<Response, Failure> {
+    let switch: NetworkSwitch = body(&text)?;
+    let till = till.clone();
+    let _ = tokio::task::spawn_blocking(move || till.break_network(switch.broken)).await;
+    Ok(page::json(
+        &serde_json::json!({ "network": !switch.broken }),
+    ))
+}
+
 async fn offline(State(till): Shared) -> Response {
     let till = till.clone();
     let _ = tokio::task::spawn_blocking(move || till.go_offline()).await;
@@ -208,6 +222,7 @@ async fn serve(args: Args) -> Result<(), String> {
         .route("/api/online", post(online))
         .route("/api/footer", post(footer))
         .route("/api/printer", post(printer))
+        .route("/api/network", post(network))
         .fallback(get(the_page))
         .with_state(till.clone());
     println!("{}: http://{address}", till.name());

@@ -6,13 +6,15 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use magic_sync_replica::transport::ws::{Ws, WsSettings};
-use magic_sync_replica::transport::{run, Control, Options, Status};
+use magic_sync_replica::transport::{run, Control, Delivery, Options, Status, Transport, Waker};
 use magic_sync_replica::{install, Apply, Replica, Settings, Table, Tables, Wishes};
+use magic_sync_replica::{Error, Upload};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -95,6 +97,65 @@ fn of_this_build(conn: &Connection, file: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The register's network, which its page can break: while it is broken,
+/// every call the device loop makes of the gateway fails as a network's
+/// would (the link refused), and the loop tries again, waiting longer each
+/// time; restored, the next try gets through and it catches up.
+struct Network {
+    link: Ws,
+    broken: Arc<AtomicBool>,
+}
+
+impl Network {
+    fn up(&self) -> Result<(), Error> {
+        if self.broken.load(Ordering::SeqCst) {
+            Err(Error::TransportDown(
+                "the network is broken: the gateway's link refused".to_owned(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Transport for Network {
+    type Handle = <Ws as Transport>::Handle;
+
+    fn connect(&mut self) -> Result<(), Error> {
+        self.up()?;
+        self.link.connect()
+    }
+
+    fn next(&mut self) -> Result<Option<Delivery<Self::Handle>>, Error> {
+        self.up()?;
+        self.link.next()
+    }
+
+    fn ack(&mut self, handle: Self::Handle) -> Result<(), Error> {
+        self.up()?;
+        self.link.ack(handle)
+    }
+
+    fn hold(&mut self, handle: Self::Handle, retry_in: Duration) -> Result<(), Error> {
+        self.up()?;
+        self.link.hold(handle, retry_in)
+    }
+
+    fn send(&mut self, up: &Upload) -> Result<(), Error> {
+        self.up()?;
+        self.link.send(up)
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool, Error> {
+        self.up()?;
+        self.link.wait(timeout)
+    }
+
+    fn waker(&self) -> Option<Waker> {
+        self.link.waker()
+    }
+}
+
 /// Where the device loop is.
 enum Loop {
     Online {
@@ -115,10 +176,12 @@ pub struct Till {
     assets: PathBuf,
     device: Mutex<Loop>,
     /// What the device loop last said, as a sentence.
-    heard: std::sync::Arc<Mutex<String>>,
+    heard: Arc<Mutex<String>>,
     /// The receipt printer, which carries out the head office's wishes of
     /// its footer.
     printer: Printer,
+    /// The network broken from the page.
+    broken: Arc<AtomicBool>,
 }
 
 fn sqlite(e: rusqlite::Error) -> String {
@@ -233,6 +296,7 @@ impl Till {
             device: Mutex::new(Loop::Offline(Box::new(replica))),
             heard: Default::default(),
             printer,
+            broken: Arc::new(AtomicBool::new(false)),
         };
         till.first_footer()?;
         Ok(till)
@@ -322,15 +386,26 @@ impl Till {
         let control = Control::new();
         let steering = control.clone();
         let heard = self.heard.clone();
+        let broken = self.broken.clone();
         let thread = std::thread::spawn(move || {
             let options = Options {
                 longest_pause: Duration::from_secs(5),
                 ..Options::default()
             };
             match Ws::new(settings, &replica) {
-                Ok(mut ws) => run(&mut replica, &mut ws, &options, &steering, |status| {
-                    *heard.lock().unwrap() = said(&status);
-                }),
+                Ok(link) => {
+                    let mut network = Network { link, broken };
+                    // Tries that failed in a row: the page says how many.
+                    let mut tries = 0;
+                    run(&mut replica, &mut network, &options, &steering, |status| {
+                        match status {
+                            Status::Disconnected { .. } => tries += 1,
+                            Status::Connected => tries = 0,
+                            _ => {}
+                        }
+                        *heard.lock().unwrap() = said(&status, tries);
+                    })
+                }
                 Err(e) => *heard.lock().unwrap() = format!("cannot reach the gateway: {e}"),
             };
             *replica
@@ -350,6 +425,17 @@ impl Till {
             let replica = thread.join().expect("the device loop ends cleanly");
             *device = Loop::Offline(Box::new(replica));
             *self.heard.lock().unwrap() = "offline".to_owned();
+        }
+    }
+
+    /// Breaks the network (`true`) or restores it: the device loop, if it
+    /// runs, starts again on it (a broken one drops its link, as a network
+    /// lost does; a restored one connects at once).
+    pub fn break_network(&self, broken: bool) {
+        self.broken.store(broken, Ordering::SeqCst);
+        if self.online() {
+            self.go_offline();
+            self.go_online();
         }
     }
 
@@ -514,6 +600,7 @@ impl Till {
             "wish": wish,
             "name": self.name,
             "online": self.online(),
+            "network": !self.broken.load(Ordering::SeqCst),
             "connection": *self.heard.lock().unwrap(),
             "products": products,
             "receipts": receipts,
@@ -547,13 +634,15 @@ fn refusing(conn: &Connection, product: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-/// The device loop's news, as the page says it.
-fn said(status: &Status) -> String {
+/// The device loop's news, as the page says it (`tries`: the connections
+/// that failed in a row).
+fn said(status: &Status, tries: u32) -> String {
     match status {
         Status::Connected => "connected".to_owned(),
-        Status::Disconnected { error, retry_in } => {
-            format!("cannot reach the head office ({error}): again in {retry_in:?}")
-        }
+        Status::Disconnected { error, retry_in } => format!(
+            "cannot reach the head office ({error}): tried {tries} {}, again in {retry_in:?}",
+            if tries == 1 { "time" } else { "times" }
+        ),
         Status::Waiting { .. } => "connected".to_owned(),
         Status::Stopped => "offline".to_owned(),
         other => format!("connected: {other}"),

@@ -39,6 +39,8 @@ export interface RegisterState {
   id: string
   name: string
   online: boolean
+  /** Its network is up (not broken from its page). */
+  network: boolean
   connection: string
   products: Product[]
   receipts: Receipt[]
