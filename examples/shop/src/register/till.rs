@@ -282,6 +282,12 @@ impl Till {
             // A wish that waits (the printer off) is offered again every
             // second, so that it prints soon after the printer is back on.
             wishes_every: Duration::from_secs(1),
+            // Its digests said every 10 seconds (the head office compares
+            // them at most every ten minutes): an Up, so that a register
+            // online with nothing else to say is still heard from, and the
+            // head office's page calls only a register silent for half a
+            // minute "not answering".
+            digests_every: Duration::from_secs(10),
             ..Settings::default()
         };
         let replica = Replica::open(conn, tables, me, settings).map_err(|e| e.to_string())?;

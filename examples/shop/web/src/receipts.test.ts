@@ -1,6 +1,6 @@
 // A receipt's lines and the sale being made, as the pages say them.
 import { describe, expect, it } from 'vitest'
-import { lineSentence, saleTotal, withMore } from './shop'
+import { lineSentence, receiptsFiledSentence, saleTotal, withMore } from './shop'
 
 const tea = { id: 't', name: 'Tea', price_cents: 250 }
 const cake = { id: 'c', name: 'Cake', price_cents: 450 }
@@ -30,5 +30,13 @@ describe('the sale being made', () => {
 
   it('comes to the sum of its lines', () => {
     expect(saleTotal(withMore(withMore([], tea, 2), cake, 1))).toBe(950)
+  })
+})
+
+describe('the receipts filed of a register', () => {
+  it('are counted in words', () => {
+    expect(receiptsFiledSentence(1)).toBe('1 receipt filed')
+    expect(receiptsFiledSentence(2)).toBe('2 receipts filed')
+    expect(receiptsFiledSentence(0)).toBe('0 receipts filed')
   })
 })

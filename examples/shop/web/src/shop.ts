@@ -105,6 +105,11 @@ export function receiptsPerRegister(receipts: Receipt[]): Map<string, number> {
   return counts
 }
 
+/** "1 receipt filed", "2 receipts filed". */
+export function receiptsFiledSentence(n: number): string {
+  return `${n} ${n === 1 ? 'receipt' : 'receipts'} filed`
+}
+
 /** Each register's id with its name, as the dashboard's `names` prop. */
 export function namesOf(registers: Register[]): Record<string, string> {
   return Object.fromEntries(registers.map((r) => [r.id, r.name]))
