@@ -9,10 +9,42 @@
 //! yours (the extension preloaded there, as docs/src/quick-start.md says).
 //! Either way it makes its tables and declares them the first time. It
 //! mounts the WebSocket gateway (`/link`) that the registers connect
-//! through, and serves its page: the catalog, the registers, the receipts
-//! filed and the dashboard. It binds 127.0.0.1:8080 unless told otherwise
-//! (`--bind`), and says where on its first line. Ctrl-C stops it (and its
-//! own PostgreSQL) losing nothing.
+//! through, and serves its page: the catalog, the registers and their
+//! footers (with the wishes of them), the receipts filed and the
+//! dashboard. It binds 127.0.0.1:8080 unless told otherwise (`--bind`),
+//! and says where on its first line. Ctrl-C stops it (and its own
+//! PostgreSQL) losing nothing.
+//!
+//! Its HTTP API (JSON; a failure is `{"error": why}`):
+//!
+//!     GET    /api/products                      the catalog
+//!     POST   /api/products {name, price_cents}  a product added
+//!     PATCH  /api/products/{id} {name?, price_cents?}
+//!     DELETE /api/products/{id}
+//!     GET    /api/registers                     POST: a register introduces itself {id, name}
+//!     GET    /api/receipts                      the receipts filed, each with its lines
+//!     GET    /api/footers                       each register's footer as it reports it
+//!     POST   /api/footers/{register}/wish {text, based_on}   sync.desire
+//!     POST   /api/footers/{register}/dismiss    sync.withdraw
+//!     GET    /api/wishes                        sync.wishes
+//!     GET    /api/overview                      sync.overview
+//!     GET    /api/progress/{register}           sync.progress of one register
+//!     GET    /api/holders/{product}             sync.row_progress ("who holds it?")
+//!     GET    /api/explain/{register}/{product}  sync.explain
+//!
+//! Its page's elements, for a walk in a browser: `.catalog .product[data-product=NAME]`
+//! (`.name`, `.price`, `.who`, `.delete`; `.holders[data-product]` below it),
+//! `.add-product` (`.new-name`, `.new-price`, its button); `.registers
+//! .register[data-register=NAME]`; `.footers .footer-row[data-register=NAME]`
+//! with `data-state` (in_sync, pending, waiting, applied, refused,
+//! superseded) and `data-tone` (ok, busy, fix): `.reported` (a `del` while a
+//! wish is on its way or waits), `.wished`, `.standing`, `.wish-another`,
+//! `.dismiss`, and its form `.footer-form[data-register=NAME]` (`.wish-text`,
+//! `.send-wish`, `.cancel-wish`); the dashboard's `.msd-wishes`;
+//! `.receipts-filed .receipt[data-register=NAME]` (`.line[data-product]`,
+//! `.total`); the dashboard (`.msd-dashboard`, `.msd-banner[data-tone]`,
+//! `.msd-replica[data-state]` with `.msd-replica-pick`, `.msd-silent` once a
+//! register is not answering, `.msd-progress` once one is picked).
 
 mod api;
 mod cluster;

@@ -11,10 +11,34 @@
 //! credential it presents to the gateway. It runs the replica's device
 //! loop over the head office's gateway in a thread, and serves its page:
 //! the catalog it holds, a sale, the receipts not at the head office yet,
-//! and going offline and back online. Ctrl-C stops it losing nothing: what
-//! it sold waits in its file. `--refuse PRODUCT` starts it with a bug that
-//! refuses a product of that name (its file will not take the row);
+//! going offline and back online, breaking the network and restoring it,
+//! its printer on or off, and its footer. Ctrl-C stops it losing nothing:
+//! what it sold waits in its file. `--refuse PRODUCT` starts it with a bug
+//! that refuses a product of that name (its file will not take the row);
 //! started again without it, the bug is fixed.
+//!
+//! Its HTTP API (JSON; a failure is `{"error": why}`):
+//!
+//!     GET  /api/state     what its page shows: products (not retired),
+//!                         receipts with their lines, not_at_head_office,
+//!                         online, network, connection, printer, footer, wish
+//!     POST /api/sell      {product_id, quantity?} or {lines: [{product_id, quantity}]}
+//!     POST /api/offline   POST /api/online
+//!     POST /api/network   {broken: bool}
+//!     POST /api/printer   {on: bool}
+//!     POST /api/footer    {text}: the register's own change of its footer
+//!
+//! Its page's elements, for a walk in a browser: `.connection[data-online]`
+//! (`.go-offline`, `.go-online`); `.network[data-network=up|broken]`
+//! (`.break-network`, `.restore-network`); `.not-at-head-office[data-count]`;
+//! `.held-catalog .product[data-product=NAME]` (`.sell`: one of it);
+//! `.sale` (`.sale-product`, a select; `.sale-quantity`, `.add-line`,
+//! `.line[data-product]`, `.sale-total`, `.complete-sale`, `.clear-sale`);
+//! `.printer[data-printer=on|off]` (`.printer-off`, `.printer-on`);
+//! `.footer` (`.footer-text`, `.edit-footer`, `.footer-input`,
+//! `.change-footer`, `.footer-wish[data-outcome]`); `.receipts
+//! .receipt[data-receipt]` (`.line[data-product][data-retired]`, `.total`,
+//! `.printed-footer`).
 
 #[path = "../page.rs"]
 mod page;
