@@ -287,9 +287,9 @@ fn a_register_provisioned_again_follows_again_and_one_forgotten_follows_no_more(
 }
 
 /// A migration that makes another declared table point at the products
-/// takes them out of the journal: the registers are provisioned again and
-/// hold the products as rows of their own, and no stand-in, follower or
-/// stand-in's row is left behind.
+/// takes them out of the journal: the registers part, keeping the products
+/// as rows of their own (nothing is sent again), and no stand-in, follower
+/// or stand-in's row is left behind.
 #[test]
 fn a_table_no_longer_journaled_leaves_nothing_of_its_journal_behind() {
     let (mut shop, mut registers) = shop_in_sync(6, &[REGISTER_SCHEMA; 2]);

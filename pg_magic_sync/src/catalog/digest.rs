@@ -2,9 +2,9 @@
 //! holds — the replicas' relation and partition column, and per table its
 //! name, relation, mirror, key, rule and groups, references, active view,
 //! partition and the columns that travel. The relay keeps the digest it
-//! last ran with, whole and per table (`parts`); a pass that finds another
-//! provisions every live replica again, unless the only change is tables
-//! declared for the first time (relay/redeclared.rs).
+//! last ran with, whole and per table, each table's in aspects (`parts`,
+//! `aspects`); a pass that finds another sends the difference, table by
+//! table, as the aspects that changed say (relay/redeclared.rs).
 //!
 //! Written as a canonical text, tables by name, then hashed (SHA-256, hex):
 //! declaring the same thing again gives the same digest. What does not
@@ -44,11 +44,57 @@ pub fn canonical(replicas: Option<&Replicas>, tables: &[Declared]) -> String {
 /// what a pass compares with the last one's to tell a table declared for
 /// the first time from a change to what was declared (relay/redeclared.rs).
 pub fn parts(replicas: Option<&Replicas>, tables: &[Declared]) -> serde_json::Value {
-    let tables: serde_json::Map<String, serde_json::Value> = tables
+    let digests: serde_json::Map<String, serde_json::Value> = tables
         .iter()
         .map(|t| (t.name.clone(), hashed(&table_text(t)).into()))
         .collect();
-    serde_json::json!({ "replicas": hashed(&replicas_text(replicas)), "tables": tables })
+    let aspects: serde_json::Map<String, serde_json::Value> = tables
+        .iter()
+        .map(|t| (t.name.clone(), aspects(t)))
+        .collect();
+    serde_json::json!({
+        "replicas": hashed(&replicas_text(replicas)),
+        "tables": digests,
+        "aspects": aspects,
+    })
+}
+
+/// What of one table a change may be to, each part hashed apart: how the
+/// relay tells a change of which rows each replica holds (`rule`,
+/// `references`, `mirror`) from one of their bytes (`columns`) and from
+/// one it cannot plan as a difference (`key`: the relation, the key, the
+/// partition column). `parents` names the tables its references point at,
+/// whose rows a change of references concerns as well.
+pub fn aspects(t: &Declared) -> serde_json::Value {
+    let key_types: Vec<String> = t.key_types.iter().map(|k| k.name().to_owned()).collect();
+    let mut key = String::new();
+    line(
+        &mut key,
+        &[
+            &t.relation,
+            &joined(&t.key_columns),
+            &joined(&key_types),
+            t.partition.as_deref().unwrap_or(""),
+        ],
+    );
+    let mut columns = String::new();
+    line(
+        &mut columns,
+        &[&joined(&t.columns), &joined(&t.column_types)],
+    );
+    let mut rule = rule_text(t);
+    line(&mut rule, &["active", t.active.as_deref().unwrap_or("")]);
+    let mut parents: Vec<String> = t.references.iter().map(|r| r.parent.clone()).collect();
+    parents.sort();
+    parents.dedup();
+    serde_json::json!({
+        "mirror": t.mirror.name(),
+        "key": hashed(&key),
+        "columns": hashed(&columns),
+        "rule": hashed(&rule),
+        "references": hashed(&references_text(t)),
+        "parents": parents,
+    })
 }
 
 fn hashed(text: &str) -> String {
@@ -96,6 +142,14 @@ fn table_text(t: &Declared) -> String {
         &mut out,
         &["columns", &joined(&t.columns), &joined(&t.column_types)],
     );
+    out.push_str(&rule_text(t));
+    out.push_str(&references_text(t));
+    out
+}
+
+/// A table's rule, as a line of the canonical text.
+fn rule_text(t: &Declared) -> String {
+    let mut out = String::new();
     match &t.rule {
         Rule::Assigned { column } => line(&mut out, &["rule", "assigned", column]),
         Rule::Follows { columns, .. } => line(&mut out, &["rule", "follows", &joined(columns)]),
@@ -115,6 +169,12 @@ fn table_text(t: &Declared) -> String {
         ),
         other => line(&mut out, &["rule", other.kind()]),
     }
+    out
+}
+
+/// A table's references, as a line of the canonical text.
+fn references_text(t: &Declared) -> String {
+    let mut out = String::new();
     let mut references: Vec<String> = t
         .references
         .iter()
@@ -129,7 +189,6 @@ fn table_text(t: &Declared) -> String {
         .collect();
     references.sort();
     line(&mut out, &["references", &joined(&references)]);
-
     out
 }
 
@@ -242,5 +301,45 @@ mod tests {
             before["tables"]["products"],
             parts(Some(&registers()), &[with_column])["tables"]["products"]
         );
+    }
+
+    #[test]
+    fn a_change_shows_in_the_aspect_it_is_of_and_in_no_other() {
+        let base = aspects(&products());
+        let changed = |t: Declared| -> Vec<&'static str> {
+            let a = aspects(&t);
+            ["mirror", "key", "columns", "rule", "references"]
+                .into_iter()
+                .filter(|k| a[k] != base[k])
+                .collect()
+        };
+        let with_column = Declared {
+            columns: vec!["id".into(), "name".into(), "sku".into()],
+            column_types: vec!["uuid".into(), "text".into(), "text".into()],
+            ..products()
+        };
+        assert_eq!(changed(with_column), ["columns"]);
+        let assigned = Declared {
+            rule: Rule::Assigned {
+                column: "register_id".into(),
+            },
+            ..products()
+        };
+        assert_eq!(changed(assigned), ["rule"]);
+        let active = Declared {
+            active: Some("\"shop\".\"cheap\"".into()),
+            ..products()
+        };
+        assert_eq!(changed(active), ["rule"]);
+        let elsewhere = Declared {
+            relation: "\"shop\".\"products_v2\"".into(),
+            ..products()
+        };
+        assert_eq!(changed(elsewhere), ["key"]);
+        let both = Declared {
+            mirror: Mirror::Both,
+            ..products()
+        };
+        assert_eq!(changed(both), ["mirror"]);
     }
 }

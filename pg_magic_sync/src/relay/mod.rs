@@ -70,7 +70,15 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let batch = notes
         .unwrap_or_else(|| settings::NOTES_PER_PASS.get())
         .max(0);
-    let planned = plan::plan(&tables, &journaled, i64::from(batch), starts, &stopped);
+    let let_go = redeclared.let_go();
+    let planned = plan::plan(
+        &tables,
+        &journaled,
+        i64::from(batch),
+        starts,
+        &stopped,
+        &let_go,
+    );
     steps.end("plan");
     // Nothing planned: no cohort, nothing to load or record.
     let cohorts = if planned.anything { cohorts::form() } else { 0 };
@@ -78,7 +86,14 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     let recorded = if cohorts > 0 {
         load::load(&tables, cohorts);
         steps.end("load");
-        record::record(&tables, &journaled, &epoch, settings::limits(), &mut steps)
+        record::record(
+            &tables,
+            &let_go,
+            &journaled,
+            &epoch,
+            settings::limits(),
+            &mut steps,
+        )
     } else {
         record::Recorded::default()
     };
@@ -88,6 +103,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
             recorded.unsendable.iter().map(|r| r.to_json()).collect();
         return json!({ "unsendable": rows });
     }
+    redeclared::report(&redeclared, recorded.provisioned);
     if planned.notes > 0 {
         spi::run(DELETE_PLANNED_NOTES);
     }

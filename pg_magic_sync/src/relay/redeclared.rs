@@ -3,32 +3,126 @@
 //!
 //! The relay keeps the digest of the declarations it last ran with, whole
 //! and in parts (`sync.relay_state.declared`, `declared_parts`:
-//! catalog/digest.rs). When the only change is tables declared for the
-//! first time, each live replica is sent those tables' rows its rules give
-//! it, through the foreign-key closure (a parent it now needs and lacks),
-//! and nothing else: their rows are touched for every replica, and the
-//! planner works out the rest as for any change (relay/plan/incremental.rs).
-//! Any other change (a rule, a column, a key, the replicas, a table no
-//! longer declared), or one that changes which tables are journaled or
-//! adds a setting (whose wishes share the engine's table of wishes),
-//! provisions every live replica again, as before.
+//! catalog/digest.rs), each table's in aspects. A change is planned as a
+//! difference, table by table, through the planner's own steps:
+//!
+//! - a table declared for the first time, or whose rule, active view,
+//!   references or mirror changed: every row of it is *touched* for every
+//!   replica (with a change of references, the rows of the parents too),
+//!   and the planner sends each replica what it now keeps and lacks, and
+//!   takes back what it no longer keeps, with the closure over parents and
+//!   followers (relay/plan/incremental.rs). A row held and kept is not sent
+//!   again: nothing says it changed.
+//! - a table whose columns (or their types) changed: the rows each replica
+//!   holds of it are touched for that replica, and sent again whatever
+//!   version it holds (`sync_pass_resent`, read by PLAN_SENDS).
+//! - a table no longer mirrored (undeclared, or a record now): each replica
+//!   is sent the delete of every row of it it holds, and the engine forgets
+//!   its rows set aside (`plan::take_back_tables_let_go`).
+//! - a table whose key, relation or partition column changed: what is held
+//!   of it cannot be compared with what it is now; the replicas that hold
+//!   it (and the stand-ins) are provisioned again, and the alarm says so.
+//!
+//! Which tables are journaled changing (a broadcast table now assigned, a
+//! new table pointing at a broadcast one) drops the journal: the followers
+//! keep what they hold as rows of their own, and the stand-ins are made
+//! again. A change of the replicas' declaration, or one concerning a
+//! setting (whose wishes share the engine's table of wishes), provisions
+//! every live replica again, as before. A change concerning a table this
+//! pass stops (drift, declare/drift.rs) waits, whole, for the fix: the
+//! digest the relay keeps stays the last one until then.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
 
 use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::{digest, Declarations, Declared, Mirror};
 use crate::relay::journal::Journaled;
 use crate::spi;
 
+/// The alarm of a change of the replicas' declaration, or of a setting.
 const REDECLARED: &str =
     "magic_sync: the declarations changed since the last pass: every live replica is provisioned again";
 
 /// What a change of the declarations asks of this pass.
 pub enum Redeclared {
-    /// None since the last pass (or the first pass of all).
+    /// None since the last pass (or the first pass of all), or one that
+    /// waits for the tables it concerns to be fixed.
     No,
-    /// Only these tables, declared for the first time: their rows are sent.
-    FirstDeclared(Vec<String>),
-    /// Anything else: every live replica is provisioned again.
+    /// A change planned as a difference.
+    Difference(Difference),
+    /// The replicas' declaration, or a setting: every live replica is
+    /// provisioned again.
     All,
+}
+
+/// Why a table is in a change, as the alarm says it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Why {
+    DeclaredFirst,
+    Rule,
+    Columns,
+    LetGo,
+    Key,
+    Parent,
+}
+
+impl Why {
+    fn says(self) -> &'static str {
+        match self {
+            Why::DeclaredFirst => "declared for the first time",
+            Why::Rule => "its rule changed",
+            Why::Columns => "its columns changed",
+            Why::LetGo => "no longer mirrored",
+            Why::Key => "its key changed",
+            Why::Parent => "its children's references changed",
+        }
+    }
+}
+
+/// A change planned as a difference, per table.
+#[derive(Default, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// Tables whose every row is touched for every replica.
+    pub touched: BTreeSet<String>,
+    /// Tables whose held rows are sent again.
+    pub resent: BTreeSet<String>,
+    /// Tables no longer mirrored: their held rows are taken back.
+    pub let_go: BTreeSet<String>,
+    /// Tables whose holders are provisioned again.
+    pub provisioned: BTreeSet<String>,
+    /// Which tables are journaled changed: the journal is made again.
+    pub journal_changed: bool,
+    /// Why each table is in the change (the first reason found).
+    pub why: BTreeMap<String, Why>,
+}
+
+impl Difference {
+    fn note(&mut self, table: &str, why: Why) {
+        self.why.entry(table.to_owned()).or_insert(why);
+        let set = match why {
+            Why::DeclaredFirst | Why::Rule | Why::Parent => &mut self.touched,
+            Why::Columns => &mut self.resent,
+            Why::LetGo => &mut self.let_go,
+            Why::Key => &mut self.provisioned,
+        };
+        set.insert(table.to_owned());
+    }
+
+    /// Every table the change concerns.
+    fn tables(&self) -> impl Iterator<Item = &String> {
+        self.why.keys()
+    }
+
+    /// The tables declared for the first time.
+    pub fn first_declared(&self) -> Vec<String> {
+        self.why
+            .iter()
+            .filter(|(_, w)| **w == Why::DeclaredFirst)
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
 }
 
 impl Redeclared {
@@ -38,46 +132,63 @@ impl Redeclared {
 
     pub fn first_declared(&self) -> Vec<String> {
         match self {
-            Redeclared::FirstDeclared(names) => names.clone(),
+            Redeclared::Difference(d) => d.first_declared(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The tables no longer mirrored whose rows replicas are told to let go.
+    pub fn let_go(&self) -> Vec<String> {
+        match self {
+            Redeclared::Difference(d) => d.let_go.iter().cloned().collect(),
             _ => Vec::new(),
         }
     }
 }
 
+/// The parts of the declarations' digest the relay keeps: the digest's,
+/// and which tables are journaled.
+fn parts_of(declarations: &Declarations, tables: &[Declared]) -> Value {
+    let mut parts = digest::parts(declarations.replicas.as_ref(), tables);
+    parts["journaled"] = Journaled::of(tables).names().into();
+    parts
+}
+
 /// Compares the declarations with the last pass's and does what a change
-/// asks: touches the rows of tables declared for the first time, or marks
-/// every live replica for provisioning. Raises an alarm for any change.
-/// A table declared for the first time that this pass stops (`stopped`:
-/// it drifted already, declare/drift.rs) cannot be sent now: that change
-/// provisions every replica, which waits for the fix.
+/// asks (see the module's comment). Raises an alarm for a change that
+/// provisions every replica; `report` raises the one of a difference once
+/// it is recorded, saying what it sent.
 pub fn after_declarations_changed(declarations: &Declarations, stopped: &[String]) -> Redeclared {
     let digest = declarations.digest();
-    let tables = declarations.declared();
-    let parts = digest::parts(declarations.replicas.as_ref(), &tables);
     let last: Option<String> = spi::one("SELECT declared FROM sync.relay_state", &[]);
     if last.as_ref() == Some(&digest) {
         return Redeclared::No;
     }
+    let tables = declarations.declared();
+    let parts = parts_of(declarations, &tables);
     let last_parts: Option<pgrx::JsonB> =
         spi::one("SELECT declared_parts FROM sync.relay_state", &[]);
+    let difference = match &last {
+        None => None,
+        Some(_) => last_parts.and_then(|l| difference(&l.0, &parts)),
+    };
+    // A change concerning a table stopped waits for the fix, whole.
+    if let Some(d) = &difference {
+        if d.tables().any(|t| stopped.contains(t)) {
+            return Redeclared::No;
+        }
+    }
     spi::run_with(
         "UPDATE sync.relay_state SET declared = $1, declared_parts = $2",
-        &[digest.as_str().into(), pgrx::JsonB(parts.clone()).into()],
+        &[digest.as_str().into(), pgrx::JsonB(parts).into()],
     );
     if last.is_none() {
         return Redeclared::No;
     }
-    let first = last_parts
-        .and_then(|l| only_declared_first(&l.0, &parts, &tables))
-        .filter(|first| !first.iter().any(|t| stopped.contains(t)));
-    match first {
-        Some(first) => {
-            send_first_declared(&tables, &first);
-            alarm(&format!(
-                "magic_sync: the declarations changed since the last pass: tables declared for the first time ({}) are sent to every live replica, nothing else",
-                first.join(", ")
-            ));
-            Redeclared::FirstDeclared(first)
+    match difference {
+        Some(d) => {
+            plan_difference(&tables, &d);
+            Redeclared::Difference(d)
         }
         None => {
             alarm(REDECLARED);
@@ -98,67 +209,247 @@ fn alarm(what: &str) {
     pgrx::warning!("{what}");
 }
 
-/// The tables declared for the first time, when they are the whole change:
-/// the replicas and every table declared before are as they were, which
-/// tables are journaled is unchanged among those, and none of the new ones
-/// is a setting. None otherwise (every replica is provisioned again).
-fn only_declared_first(
-    last: &serde_json::Value,
-    now: &serde_json::Value,
-    tables: &[Declared],
-) -> Option<Vec<String>> {
+fn goes_down(aspects: &Value) -> bool {
+    aspects["mirror"] == Mirror::Catalog.name() || aspects["mirror"] == Mirror::Both.name()
+}
+
+fn is_setting(aspects: &Value) -> bool {
+    aspects["mirror"] == Mirror::Setting.name()
+}
+
+/// The change from the last pass's parts to these, table by table; None
+/// when it cannot be planned as a difference for all (the replicas'
+/// declaration, a setting, or parts kept by an older build).
+pub fn difference(last: &Value, now: &Value) -> Option<Difference> {
     if last["replicas"] != now["replicas"] {
         return None;
     }
-    let (was, is) = (last["tables"].as_object()?, now["tables"].as_object()?);
-    if was
-        .iter()
-        .any(|(name, digest)| is.get(name) != Some(digest))
-    {
-        return None;
+    let (was, is) = (last["aspects"].as_object()?, now["aspects"].as_object()?);
+    let mut d = Difference {
+        journal_changed: last["journaled"] != now["journaled"],
+        ..Difference::default()
+    };
+    let names: BTreeSet<&String> = was.keys().chain(is.keys()).collect();
+    for name in names {
+        let (w, i) = (was.get(name), is.get(name));
+        if w == i {
+            continue;
+        }
+        if w.is_some_and(is_setting) || i.is_some_and(is_setting) {
+            return None;
+        }
+        let (w_down, i_down) = (w.is_some_and(goes_down), i.is_some_and(goes_down));
+        match (w, i) {
+            (_, Some(_)) if i_down && !w_down => d.note(name, Why::DeclaredFirst),
+            (Some(_), _) if w_down && !i_down => d.note(name, Why::LetGo),
+            (Some(w), Some(i)) if w_down && i_down => {
+                if w["key"] != i["key"] {
+                    d.note(name, Why::Key);
+                    continue;
+                }
+                if w["rule"] != i["rule"] || w["mirror"] != i["mirror"] {
+                    d.note(name, Why::Rule);
+                }
+                if w["references"] != i["references"] {
+                    d.note(name, Why::Rule);
+                    for parent in [w, i]
+                        .iter()
+                        .flat_map(|a| a["parents"].as_array().cloned().unwrap_or_default())
+                    {
+                        if let Some(parent) = parent.as_str() {
+                            if is.get(parent).is_some_and(goes_down) {
+                                d.note(parent, Why::Parent);
+                            }
+                        }
+                    }
+                }
+                if w["columns"] != i["columns"] || w["mirror"] != i["mirror"] {
+                    // Touched for its membership already or not, the
+                    // rows kept are sent again.
+                    d.note(name, Why::Columns);
+                }
+            }
+            // Neither before nor now going down: a record's change sends
+            // nothing.
+            _ => {}
+        }
     }
-    let first: Vec<String> = is
-        .keys()
-        .filter(|name| !was.contains_key(*name))
-        .cloned()
-        .collect();
-    if first.is_empty() {
-        return None;
-    }
-    let (new, old): (Vec<Declared>, Vec<Declared>) = tables
-        .iter()
-        .cloned()
-        .partition(|t| first.contains(&t.name));
-    if new.iter().any(|t| t.mirror == Mirror::Setting) {
-        return None;
-    }
-    // A table journaled before and not now (a new table points at it), or
-    // the other way round, changes what the stand-ins stand in for: only a
-    // provisioning moves replicas between following and not.
-    let (before, after) = (Journaled::of(&old), Journaled::of(tables));
-    if old
-        .iter()
-        .any(|t| before.contains(&t.name) != after.contains(&t.name))
-    {
-        return None;
-    }
-    Some(first)
+    Some(d)
 }
 
-/// Touches every row of the tables declared for the first time, for every
-/// replica: the planner sends each replica those its rules give it, and the
-/// parents and followers they need that it lacks.
-fn send_first_declared(tables: &[Declared], first: &[String]) {
-    for table in tables
+/// Does what a difference asks of the pass, before it plans.
+fn plan_difference(tables: &[Declared], d: &Difference) {
+    if d.journal_changed {
+        // The followers keep what they hold as rows of their own; the
+        // stand-ins go, and the pass makes those it needs again.
+        spi::run("UPDATE sync.stand_ins SET provision = true");
+        spi::run("SELECT sync_internal.drop_journal()");
+    }
+    let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<String>>();
+    if !d.provisioned.is_empty() {
+        spi::run_with(
+            "UPDATE sync.replicas r SET provision = true WHERE r.live AND NOT r.provision \
+             AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1))",
+            &[names(&d.provisioned).into()],
+        );
+        spi::run_with(
+            "UPDATE sync.stand_ins s SET provision = true WHERE NOT s.provision \
+             AND EXISTS (SELECT 1 FROM sync.held_recorded h WHERE h.replica = s.id AND h.table_name = ANY ($1))",
+            &[names(&d.provisioned).into()],
+        );
+    }
+    let forgotten: BTreeSet<String> = d.let_go.union(&d.provisioned).cloned().collect();
+    if !forgotten.is_empty() {
+        spi::run_with(
+            "DELETE FROM sync.quarantine WHERE table_name = ANY ($1)",
+            &[names(&forgotten).into()],
+        );
+    }
+    for table in tables.iter().filter(|t| t.mirror.goes_down()) {
+        if d.touched.contains(&table.name) {
+            spi::run(&format!(
+                "INSERT INTO sync_pass_touched (replica, table_name, key) \
+                 SELECT NULL::uuid, {name}, {key} FROM {relation} AS t",
+                name = quote_literal(&table.name),
+                key = key_text_of("t", &table.key_columns),
+                relation = table.relation,
+            ));
+        } else if d.resent.contains(&table.name) {
+            spi::run_with(
+                "INSERT INTO sync_pass_touched (replica, table_name, key) \
+                 SELECT h.replica, h.table_name, h.key FROM sync.held_recorded h \
+                 WHERE h.table_name = $1 AND h.leaving IS NULL",
+                &[table.name.as_str().into()],
+            );
+        }
+        if d.resent.contains(&table.name) {
+            spi::run_with(
+                "INSERT INTO sync_pass_resent (table_name) VALUES ($1)",
+                &[table.name.as_str().into()],
+            );
+        }
+    }
+}
+
+/// The alarm of a change planned as a difference, once the pass recorded
+/// it: per table, how many rows were sent to how many replicas and taken
+/// back from how many (a stand-in's counted for each of its followers),
+/// and the replicas provisioned again.
+pub fn report(redeclared: &Redeclared, provisioned: i64) {
+    let Redeclared::Difference(d) = redeclared else {
+        return;
+    };
+    let mut figures: BTreeMap<String, String> = BTreeMap::new();
+    spi::for_each_chunk(
+        crate::statements::relay::redeclared::SENT_PER_TABLE,
+        1_000,
+        |row| {
+            (
+                spi::column::<String>(row, 1, "table_name"),
+                spi::column::<String>(row, 2, "op"),
+                spi::column::<i64>(row, 3, "rows"),
+                spi::column::<i64>(row, 4, "replicas"),
+            )
+        },
+        |rows| {
+            for (table, op, n, replicas) in rows {
+                let said = match op.as_str() {
+                    "u" => format!("{n} rows sent to {replicas} replicas"),
+                    _ => format!("{n} rows let go of by {replicas} replicas"),
+                };
+                figures
+                    .entry(table)
+                    .and_modify(|f| {
+                        f.push_str(", ");
+                        f.push_str(&said);
+                    })
+                    .or_insert(said);
+            }
+        },
+    );
+    let mut parts: Vec<String> = d
+        .why
         .iter()
-        .filter(|t| first.contains(&t.name) && t.mirror.goes_down())
-    {
-        spi::run(&format!(
-            "INSERT INTO sync_pass_touched (replica, table_name, key) \
-             SELECT NULL::uuid, {name}, {key} FROM {relation} AS t",
-            name = quote_literal(&table.name),
-            key = key_text_of("t", &table.key_columns),
-            relation = table.relation,
+        .map(|(table, why)| {
+            let sent = figures
+                .remove(table)
+                .unwrap_or_else(|| "nothing sent".to_owned());
+            format!("{table} ({}): {sent}", why.says())
+        })
+        .collect();
+    parts.extend(
+        figures
+            .into_iter()
+            .map(|(table, sent)| format!("{table} (changed rows): {sent}")),
+    );
+    if !d.provisioned.is_empty() {
+        parts.push(format!(
+            "{provisioned} replicas provisioned again, holding {} whose key changed",
+            d.provisioned.iter().cloned().collect::<Vec<_>>().join(", ")
         ));
+    }
+    if d.journal_changed {
+        parts.push("the journal of broadcast tables made again".to_owned());
+    }
+    if parts.is_empty() {
+        parts.push("nothing to send (no table that goes down changed)".to_owned());
+    }
+    alarm(&format!(
+        "magic_sync: the declarations changed since the last pass: only the difference is sent: {}",
+        parts.join("; ")
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn aspects(mirror: &str, rule: &str, columns: &str, key: &str) -> Value {
+        json!({"mirror": mirror, "rule": rule, "columns": columns, "key": key,
+               "references": "r", "parents": []})
+    }
+
+    fn parts(tables: Value) -> Value {
+        json!({"replicas": "x", "aspects": tables, "journaled": []})
+    }
+
+    #[test]
+    fn each_kind_of_change_is_planned_as_its_own_difference() {
+        let last = parts(json!({
+            "products": aspects("catalog", "broadcast", "c1", "k"),
+            "orders": aspects("catalog", "assigned", "c1", "k"),
+            "lines": aspects("catalog", "assigned", "c1", "k"),
+            "old": aspects("catalog", "broadcast", "c1", "k"),
+            "receipts": aspects("record", "none", "c1", "k"),
+        }));
+        let now = parts(json!({
+            "products": aspects("catalog", "assigned", "c1", "k"),
+            "orders": aspects("catalog", "assigned", "c2", "k"),
+            "lines": aspects("catalog", "assigned", "c1", "k2"),
+            "shelves": aspects("catalog", "broadcast", "c1", "k"),
+            "receipts": aspects("record", "none", "c2", "k"),
+        }));
+        let d = difference(&last, &now).unwrap();
+        assert_eq!(d.why["products"], Why::Rule);
+        assert_eq!(d.why["orders"], Why::Columns);
+        assert_eq!(d.why["lines"], Why::Key);
+        assert_eq!(d.why["old"], Why::LetGo);
+        assert_eq!(d.why["shelves"], Why::DeclaredFirst);
+        assert!(!d.why.contains_key("receipts"));
+        assert_eq!(d.touched, ["products", "shelves"].map(String::from).into());
+        assert_eq!(d.resent, ["orders"].map(String::from).into());
+        assert_eq!(d.first_declared(), vec!["shelves".to_owned()]);
+    }
+
+    #[test]
+    fn the_replicas_or_a_setting_changed_cannot_be_planned_as_a_difference() {
+        let last = parts(json!({"footers": aspects("setting", "none", "c1", "k")}));
+        let now = parts(json!({"footers": aspects("setting", "none", "c2", "k")}));
+        assert!(difference(&last, &now).is_none());
+        let mut other = last.clone();
+        other["replicas"] = "y".into();
+        assert!(difference(&last, &other).is_none());
+        assert!(difference(&json!({"replicas": "x", "tables": {}}), &last).is_none());
     }
 }

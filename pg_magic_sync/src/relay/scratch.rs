@@ -44,6 +44,9 @@ pub const TABLES: &[(&str, &str)] = &[
     ),
     // plan: the rows touched, for every replica or for one.
     ("sync_pass_touched", ROWS),
+    // observe (relay/redeclared.rs): the tables whose rows a replica holds
+    // and keeps are sent again, their bytes changed by a declaration.
+    ("sync_pass_resent", "table_name text COLLATE \"C\""),
     // plan: what touched rows pointed at before the change.
     (
         "sync_pass_old_pointers",
@@ -206,6 +209,7 @@ mod tests {
         include_str!("../catalog/reach.rs"),
         include_str!("cohorts.rs"),
         include_str!("journal.rs"),
+        include_str!("redeclared.rs"),
         include_str!("load.rs"),
         include_str!("record/mod.rs"),
         include_str!("record/members.rs"),

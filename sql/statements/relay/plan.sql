@@ -90,3 +90,13 @@ INSERT INTO sync_pass_replicas (id, provision, partition)
     SELECT id, provision, partition
     FROM sync.replicas
     WHERE live
+
+-- name: TAKE_BACK_LET_GO
+-- The tables no longer mirrored ($1, relay/redeclared.rs): every row of
+-- them a replica kept up to date holds is taken back, at the version it
+-- holds (unless planned already, by a note of it still pending).
+INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
+    SELECT h.replica, h.table_name, h.key, 'd', h.note
+    FROM sync.held_recorded h
+    JOIN sync_pass_current c ON c.id = h.replica
+    WHERE h.table_name = ANY ($1::text[]) AND h.leaving IS NULL AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = h.replica AND p.table_name = h.table_name AND p.key = h.key)

@@ -27,7 +27,7 @@ use crate::relay::scratch;
 use crate::spi;
 use crate::statements::relay::plan::{
     BLOCKED, CHANGED_ROWS, CHANGED_ROWS_OF_WHOLE_BATCH, DEFER_PROVISIONING, READ_GROUP_NOTES,
-    READ_NOTES, REFUSED_DUE, RELEASE_CHANGED, RELEASE_DUE, REPLICAS, TOUCHED,
+    READ_NOTES, REFUSED_DUE, RELEASE_CHANGED, RELEASE_DUE, REPLICAS, TAKE_BACK_LET_GO, TOUCHED,
 };
 
 /// What planning found.
@@ -40,6 +40,8 @@ pub struct Planned {
 }
 
 /// Reads the pending notes and works out what every live replica is sent.
+/// `let_go` names the tables no longer mirrored (relay/redeclared.rs):
+/// every row of them a replica kept up to date holds is taken back.
 /// `stopped` names the tables not planned while the database differs from
 /// their declarations (declare/drift.rs): their notes, rows set aside and
 /// refusals wait where they are, and no replica is provisioned meanwhile
@@ -50,6 +52,7 @@ pub fn plan(
     notes_per_pass: i64,
     retry_all: bool,
     stopped_tables: &[String],
+    let_go: &[String],
 ) -> Planned {
     let stopped = || stopped_tables.to_vec().into();
     let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into(), stopped()]);
@@ -93,10 +96,14 @@ pub fn plan(
     scratch::analyze(&["sync_pass_replicas"]);
     let provisioning = snapshot::plan_snapshots(tables, journaled);
     let changes = incremental::plan_changes(tables, journaled);
+    let taken_back = match let_go.is_empty() {
+        true => 0,
+        false => spi::run_counting(TAKE_BACK_LET_GO, &[let_go.to_vec().into()]),
+    };
     scratch::analyze(&["sync_pass_plan"]);
     Planned {
         notes: (notes + group_notes) as i64,
-        anything: provisioning || changes > 0,
+        anything: provisioning || changes + taken_back > 0,
     }
 }
 

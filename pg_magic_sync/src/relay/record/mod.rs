@@ -72,6 +72,7 @@ const FLUSH_BYTES: usize = 8 << 20;
 /// plans again).
 pub fn record(
     tables: &[Declared],
+    let_go: &[String],
     journaled: &Journaled,
     epoch: &Epoch,
     limits: Limits,
@@ -84,6 +85,13 @@ pub fn record(
     members.journaled = journaled.names();
     let mut writer = Writer::new(epoch, members, end_of_snapshot(tables), steps);
     let mut too_large = Vec::new();
+    let gone: Vec<Declared> = let_go
+        .iter()
+        .map(|name| Declared {
+            name: name.clone(),
+            ..Declared::default()
+        })
+        .collect();
     let cohorts = parts_by_cohort();
     // Only a whole table's rows are read by partition.
     let sends_whole = cohorts
@@ -114,7 +122,12 @@ pub fn record(
         let upserts = tables
             .iter()
             .flat_map(|t| [(t, Op::Recorded), (t, Op::Upsert)]);
-        let deletes = tables.iter().rev().map(|t| (t, Op::Delete));
+        // The tables no longer mirrored (relay/redeclared.rs) have only
+        // deletes, first: no declared row points at theirs any more.
+        let deletes = gone
+            .iter()
+            .chain(tables.iter().rev())
+            .map(|t| (t, Op::Delete));
         for (table, op) in upserts.chain(deletes) {
             let Some(part) = parts.get(&(table.name.clone(), op)) else {
                 continue;

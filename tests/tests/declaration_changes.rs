@@ -1,0 +1,432 @@
+//! A declaration change sends each register only the difference (issue
+//! 36), end to end: registers on SQLite files hold the shop's rows, a
+//! migration changes a declaration, and one relay pass plans it. For each
+//! kind of change: what each register holds afterwards is what its rules
+//! give it, column for column with the server; what it applied is only the
+//! rows that moved (counted from the messages it applied); and
+//! `sync.what_if`, asked beforehand, said so.
+
+mod common;
+#[path = "common/filing_shop.rs"]
+mod shop;
+
+use std::collections::BTreeMap;
+
+use magic_sync_replica::{Apply, Received, Replica, Settings, Table, Tables};
+use serde_json::Value;
+use shop::*;
+use uuid::Uuid;
+
+/// Per table, the rows applied: written or let go of.
+type Moved = BTreeMap<String, i64>;
+
+/// The register's build: the shop's tables, a column the server does not
+/// send yet (`products.sku`: a register updated before the server) and the
+/// head office's notices.
+fn open(shop: &Shop, me: Uuid) -> Replica {
+    let tables = Tables::new(vec![
+        Table::catalog("products").retired("retired_at"),
+        Table::record("receipts").origin("register_id"),
+        Table::both("register_state")
+            .replica_owned(&["battery"])
+            .origin("register_id")
+            .retired("retired_at"),
+        Table::setting("footers")
+            .version("changed_at")
+            .origin("register_id")
+            .desired(&["text"])
+            .apply(Apply::Always),
+        Table::catalog("notices"),
+    ]);
+    let schema = format!(
+        "CREATE TABLE IF NOT EXISTS products (
+            id          BLOB PRIMARY KEY NOT NULL,
+            name        TEXT NOT NULL,
+            price_cents INTEGER NOT NULL,
+            updated_at  TEXT NOT NULL,
+            retired_at  TEXT,
+            sku         TEXT);
+         CREATE TABLE IF NOT EXISTS notices (
+            id          BLOB PRIMARY KEY NOT NULL,
+            register_id BLOB NOT NULL,
+            text        TEXT NOT NULL);
+         {REGISTER_SCHEMA}"
+    );
+    crate::common::open_replica(&shop.file_of(me), &schema, tables, me, Settings::default())
+}
+
+/// The shop with three products, the cheap ones active (under 350), two
+/// registers each with a notice of its own, every register up to date.
+fn shop_with_registers() -> (Shop, Vec<Uuid>, Vec<Replica>) {
+    let mut shop = Shop::open();
+    shop.run(
+        "CREATE VIEW shop.cheap AS SELECT * FROM shop.products WHERE price_cents < 350;
+         SELECT sync.declare_table('shop.products', sync => 'broadcast', active => 'shop.cheap');
+         CREATE TABLE shop.notices (id uuid PRIMARY KEY, register_id uuid NOT NULL, text text NOT NULL);
+         CREATE INDEX ON shop.notices (register_id);
+         SELECT sync.declare_table('shop.notices', sync => 'assigned(register_id)');",
+    );
+    shop.add_product("Tea", 250);
+    shop.add_product("Coffee", 300);
+    shop.add_product("Cake", 400);
+    let ids = vec![shop.add_register("R0"), shop.add_register("R1")];
+    shop.run(
+        "INSERT INTO shop.notices SELECT gen_random_uuid(), id, 'Inventory for ' || name FROM shop.registers",
+    );
+    let mut registers: Vec<Replica> = ids.iter().map(|id| open(&shop, *id)).collect();
+    sync_all(&mut shop, &mut registers);
+    sync_all(&mut shop, &mut registers);
+    (shop, ids, registers)
+}
+
+/// What a register applied, per table: rows written or let go of by the
+/// messages it applied, and those a snapshot's end let go of.
+fn applied(received: &[Received]) -> Moved {
+    let mut moved = Moved::new();
+    for r in received {
+        let tables = match r {
+            Received::Applied { tables, .. } => tables,
+            Received::Ended { swept, .. } => swept,
+            _ => continue,
+        };
+        for t in tables {
+            *moved.entry(t.table.clone()).or_default() += t.keys.len() as i64;
+        }
+    }
+    moved.retain(|_, n| *n != 0);
+    moved
+}
+
+/// What `sync.what_if` said of one register, per table: rows sent and let
+/// go of.
+fn answered(answer: &Value, register: Uuid) -> Moved {
+    answer["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["replica"] == register.to_string())
+        .flat_map(|r| r["tables"].as_array().unwrap().clone())
+        .map(|t| {
+            (
+                t["table"].as_str().unwrap().to_owned(),
+                t["sent"].as_i64().unwrap() + t["let_go"].as_i64().unwrap(),
+            )
+        })
+        .filter(|(_, n)| *n != 0)
+        .collect()
+}
+
+fn what_if(shop: &mut Shop, migration: &str) -> Value {
+    shop.pg
+        .query_one("CALL sync.what_if($1)", &[&migration])
+        .unwrap()
+        .get(0)
+}
+
+/// Deploys the migration, plans it, and has every register take what it
+/// was sent: answers the pass's summary and what each applied.
+fn deploy(shop: &mut Shop, registers: &mut [Replica], migration: &str) -> (Value, Vec<Moved>) {
+    shop.run(migration);
+    let summary = shop.relay();
+    let moved = registers
+        .iter_mut()
+        .map(|register| {
+            let received = deliver(&mut shop.pg, register);
+            report(&mut shop.pg, register);
+            applied(&received)
+        })
+        .collect();
+    (summary, moved)
+}
+
+fn moved(pairs: &[(&str, i64)]) -> Moved {
+    pairs.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+}
+
+/// The products a register holds and has not retired, with their sku:
+/// (id, name, price, sku), sorted.
+fn products_with_sku(register: &Replica) -> Vec<(Uuid, String, i64, Option<String>)> {
+    let mut rows: Vec<_> = register
+        .connection()
+        .prepare("SELECT id, name, price_cents, sku FROM products WHERE retired_at IS NULL")
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            Ok((
+                Uuid::from_slice(&id).unwrap(),
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows.sort();
+    rows
+}
+
+/// The products the server's rules give every register, with their sku
+/// (NULL where the server has no such column).
+fn server_products(
+    shop: &mut Shop,
+    view: &str,
+    sku: bool,
+) -> Vec<(Uuid, String, i64, Option<String>)> {
+    let sku = if sku { "sku" } else { "NULL::text" };
+    let mut rows: Vec<_> = shop
+        .pg
+        .query(
+            &format!(
+                "SELECT id, name, price_cents, {sku} FROM shop.products \
+                 WHERE id IN (SELECT id FROM {view})"
+            ),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The notices a register holds: (id, register, text), sorted.
+fn notices_of(register: &Replica) -> Vec<(Uuid, Uuid, String)> {
+    let mut rows: Vec<_> = register
+        .connection()
+        .prepare("SELECT id, register_id, text FROM notices")
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            let register: Vec<u8> = r.get(1)?;
+            Ok((
+                Uuid::from_slice(&id).unwrap(),
+                Uuid::from_slice(&register).unwrap(),
+                r.get(2)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows.sort();
+    rows
+}
+
+fn server_notices(shop: &mut Shop, condition: &str) -> Vec<(Uuid, Uuid, String)> {
+    let mut rows: Vec<_> = shop
+        .pg
+        .query(
+            &format!("SELECT id, register_id, text FROM shop.notices WHERE {condition}"),
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn last_alarm(shop: &mut Shop) -> String {
+    shop.pg
+        .query_one("SELECT what FROM sync.alarms ORDER BY id DESC LIMIT 1", &[])
+        .unwrap()
+        .get(0)
+}
+
+const CHEAPER: &str = "
+    CREATE VIEW shop.cheaper AS SELECT * FROM shop.products WHERE price_cents < 280;
+    SELECT sync.declare_table('shop.products', sync => 'broadcast', active => 'shop.cheaper');
+";
+
+#[test]
+fn an_active_view_changed_lets_go_of_the_rows_no_longer_in_it_and_sends_nothing_else() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    let answer = what_if(&mut shop, CHEAPER);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, CHEAPER);
+    assert_eq!(summary["provisioned"], 0, "nothing provisioned: {summary}");
+    assert_eq!(summary["redeclared"], true, "{summary}");
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        // Coffee leaves; Tea, held and kept, is not sent again.
+        assert_eq!(moved_here, &moved(&[("products", 1)]), "register {id}");
+        assert_eq!(
+            &answered(&answer, *id),
+            moved_here,
+            "what_if said so: {answer:#}"
+        );
+    }
+    let alarm = last_alarm(&mut shop);
+    assert!(
+        alarm.contains("products (its rule changed): 2 rows let go of by 2 replicas"),
+        "{alarm}"
+    );
+    let expected = server_products(&mut shop, "shop.cheaper", false);
+    for register in &registers {
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
+#[test]
+fn two_changes_in_a_row_before_a_pass_send_only_their_sum() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    // Cheaper first (Coffee would leave), then everything under 450 (Cake
+    // comes, Coffee stays): planned together, only Cake moves.
+    shop.run(CHEAPER);
+    let both = "
+        CREATE VIEW shop.most AS SELECT * FROM shop.products WHERE price_cents < 450;
+        SELECT sync.declare_table('shop.products', sync => 'broadcast', active => 'shop.most');
+    ";
+    let answer = what_if(&mut shop, both);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, both);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        assert_eq!(moved_here, &moved(&[("products", 1)]), "register {id}");
+        assert_eq!(&answered(&answer, *id), moved_here, "{answer:#}");
+    }
+    let expected = server_products(&mut shop, "shop.most", false);
+    for register in &registers {
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
+#[test]
+fn an_assigned_table_made_broadcast_sends_each_register_the_rows_it_lacked_and_nothing_else() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    // The notices become journaled (broadcast, pointing at nothing): the
+    // journal is made again, and the products, held by every register
+    // through it, are not sent again.
+    let migration = "SELECT sync.declare_table('shop.notices', sync => 'broadcast');";
+    let answer = what_if(&mut shop, migration);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, migration);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        assert_eq!(moved_here, &moved(&[("notices", 1)]), "register {id}");
+        assert_eq!(&answered(&answer, *id), moved_here, "{answer:#}");
+    }
+    let all = server_notices(&mut shop, "true");
+    for register in &registers {
+        assert_eq!(notices_of(register), all);
+    }
+    // And back: each lets go of the other's notice, and later changes flow.
+    let back = "SELECT sync.declare_table('shop.notices', sync => 'assigned(register_id)');";
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, back);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for moved_here in &moved_on {
+        assert_eq!(moved_here, &moved(&[("notices", 1)]));
+    }
+    shop.run("UPDATE shop.products SET price_cents = 260 WHERE name = 'Tea'");
+    sync_all(&mut shop, &mut registers);
+    let expected = server_products(&mut shop, "shop.cheap", false);
+    for (id, register) in ids.iter().zip(&registers) {
+        assert_eq!(
+            notices_of(register),
+            server_notices(&mut shop, &format!("register_id = '{id}'"))
+        );
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
+#[test]
+fn a_column_added_sends_again_the_rows_each_register_holds_of_that_table_only() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    let migration = "
+        ALTER TABLE shop.products ADD COLUMN sku text;
+        UPDATE shop.products SET sku = 'S-' || name;
+        SELECT sync.declare_table('shop.products', sync => 'broadcast', active => 'shop.cheap');
+    ";
+    let answer = what_if(&mut shop, migration);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, migration);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        // Tea and Coffee, held, with their sku; not Cake, nor any notice.
+        assert_eq!(moved_here, &moved(&[("products", 2)]), "register {id}");
+        assert_eq!(&answered(&answer, *id), moved_here, "{answer:#}");
+    }
+    let alarm = last_alarm(&mut shop);
+    assert!(
+        alarm.contains("products (its columns changed): 4 rows sent to 2 replicas"),
+        "{alarm}"
+    );
+    let expected = server_products(&mut shop, "shop.cheap", true);
+    assert!(expected.iter().all(|p| p.3.is_some()));
+    for register in &registers {
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
+#[test]
+fn a_table_no_longer_mirrored_is_let_go_of_by_each_register_and_by_the_engine() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    let migration = "SELECT sync.undeclare_table('shop.notices');";
+    let answer = what_if(&mut shop, migration);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, migration);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        assert_eq!(moved_here, &moved(&[("notices", 1)]), "register {id}");
+        assert_eq!(&answered(&answer, *id), moved_here, "{answer:#}");
+    }
+    for register in &registers {
+        assert_eq!(notices_of(register), vec![]);
+    }
+    sync_all(&mut shop, &mut registers);
+    assert_eq!(
+        shop.count("SELECT count(*) FROM sync.held_recorded WHERE table_name = 'notices'"),
+        0,
+        "the engine keeps nothing of the table"
+    );
+    let expected = server_products(&mut shop, "shop.cheap", false);
+    for register in &registers {
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
+#[test]
+fn a_table_whose_relation_changed_provisions_again_only_the_registers_holding_it() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    // R1's notice goes first: only R0 holds the table when it is replaced.
+    shop.run(&format!(
+        "DELETE FROM shop.notices WHERE register_id = '{}'",
+        ids[1]
+    ));
+    sync_all(&mut shop, &mut registers);
+    let migration = "
+        CREATE TABLE shop.notices_v2 (LIKE shop.notices INCLUDING ALL);
+        INSERT INTO shop.notices_v2 SELECT * FROM shop.notices;
+        SELECT sync.undeclare_table('shop.notices');
+        SELECT sync.declare_table('shop.notices_v2', name => 'notices',
+                                  sync => 'assigned(register_id)');
+    ";
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, migration);
+    assert_eq!(summary["provisioned"], 1, "R0 alone: {summary}");
+    assert_eq!(moved_on[1], Moved::new(), "R1 is sent nothing");
+    let alarm = last_alarm(&mut shop);
+    assert!(
+        alarm.contains("notices (its key changed)")
+            && alarm.contains("1 replicas provisioned again"),
+        "{alarm}"
+    );
+    sync_all(&mut shop, &mut registers);
+    assert_eq!(notices_of(&registers[0]), server_notices(&mut shop, "true"),);
+    let expected = server_products(&mut shop, "shop.cheap", false);
+    for register in &registers {
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
+#[test]
+fn a_register_offline_through_a_change_gets_only_the_difference_when_it_is_back() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    let mut offline = registers.pop().unwrap();
+    shop.run(CHEAPER);
+    sync_all(&mut shop, &mut registers);
+    shop.run("UPDATE shop.products SET name = 'Green tea' WHERE name = 'Tea'");
+    sync_all(&mut shop, &mut registers);
+    // Back: Coffee let go of, Tea's new name; nothing else.
+    let received = deliver(&mut shop.pg, &mut offline);
+    report(&mut shop.pg, &mut offline);
+    assert_eq!(applied(&received), moved(&[("products", 2)]), "{}", ids[1]);
+    let expected = server_products(&mut shop, "shop.cheaper", false);
+    assert_eq!(products_with_sku(&offline), expected);
+    assert_eq!(products_with_sku(&registers[0]), expected);
+}
