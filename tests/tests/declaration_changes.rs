@@ -430,3 +430,179 @@ fn a_register_offline_through_a_change_gets_only_the_difference_when_it_is_back(
     assert_eq!(products_with_sku(&offline), expected);
     assert_eq!(products_with_sku(&registers[0]), expected);
 }
+
+/// The shop with orders: each register's order (assigned to it), its
+/// lines (which follow their order) and its supplier (a parent, with no
+/// rule of its own), as `shop_with_registers` otherwise.
+fn shop_with_orders() -> (Shop, Vec<Uuid>, Vec<Replica>) {
+    let mut shop = Shop::open();
+    shop.run(
+        "CREATE TABLE shop.suppliers (id uuid PRIMARY KEY, name text NOT NULL);
+         CREATE TABLE shop.orders (id uuid PRIMARY KEY, register_id uuid NOT NULL,
+                                   supplier_id uuid NOT NULL REFERENCES shop.suppliers (id));
+         CREATE INDEX ON shop.orders (register_id);
+         CREATE INDEX ON shop.orders (supplier_id);
+         CREATE TABLE shop.order_lines (id uuid PRIMARY KEY,
+                                        order_id uuid NOT NULL REFERENCES shop.orders (id),
+                                        qty integer NOT NULL);
+         CREATE INDEX ON shop.order_lines (order_id);
+         SELECT sync.declare_table('shop.suppliers');
+         SELECT sync.declare_table('shop.orders', sync => 'assigned(register_id)');
+         SELECT sync.declare_table('shop.order_lines', sync => 'follows(order_id)');",
+    );
+    shop.add_product("Tea", 250);
+    let ids = vec![shop.add_register("R0"), shop.add_register("R1")];
+    shop.run(
+        "INSERT INTO shop.suppliers SELECT gen_random_uuid(), 'Supplier of ' || name FROM shop.registers;
+         INSERT INTO shop.suppliers VALUES (gen_random_uuid(), 'Nobody''s');
+         INSERT INTO shop.orders SELECT gen_random_uuid(), r.id, s.id
+             FROM shop.registers r JOIN shop.suppliers s ON s.name = 'Supplier of ' || r.name;
+         INSERT INTO shop.order_lines SELECT gen_random_uuid(), o.id, q
+             FROM shop.orders o, generate_series(1, 2) AS q;",
+    );
+    let tables = || {
+        Tables::new(vec![
+            Table::catalog("products").retired("retired_at"),
+            Table::record("receipts").origin("register_id"),
+            Table::both("register_state")
+                .replica_owned(&["battery"])
+                .origin("register_id")
+                .retired("retired_at"),
+            Table::setting("footers")
+                .version("changed_at")
+                .origin("register_id")
+                .desired(&["text"])
+                .apply(Apply::Always),
+            Table::catalog("suppliers"),
+            Table::catalog("orders"),
+            Table::catalog("order_lines"),
+        ])
+    };
+    let schema = format!(
+        "CREATE TABLE IF NOT EXISTS suppliers (id BLOB PRIMARY KEY NOT NULL, name TEXT NOT NULL);
+         CREATE TABLE IF NOT EXISTS orders (id BLOB PRIMARY KEY NOT NULL, register_id BLOB NOT NULL,
+                                            supplier_id BLOB NOT NULL);
+         CREATE TABLE IF NOT EXISTS order_lines (id BLOB PRIMARY KEY NOT NULL,
+                                                 order_id BLOB NOT NULL, qty INTEGER NOT NULL);
+         {REGISTER_SCHEMA}"
+    );
+    let mut registers: Vec<Replica> = ids
+        .iter()
+        .map(|id| {
+            crate::common::open_replica(
+                &shop.file_of(*id),
+                &schema,
+                tables(),
+                *id,
+                Settings::default(),
+            )
+        })
+        .collect();
+    sync_all(&mut shop, &mut registers);
+    sync_all(&mut shop, &mut registers);
+    (shop, ids, registers)
+}
+
+/// The ids a register holds of a table, sorted.
+fn ids_of(register: &Replica, table: &str) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = register
+        .connection()
+        .prepare(&format!("SELECT id FROM {table}"))
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            Ok(Uuid::from_slice(&id).unwrap())
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    ids.sort();
+    ids
+}
+
+fn server_ids(shop: &mut Shop, sql: &str) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = shop
+        .pg
+        .query(sql, &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_rule_changed_moves_the_rows_with_their_parents_and_followers_and_nothing_else() {
+    let (mut shop, ids, mut registers) = shop_with_orders();
+    for (id, register) in ids.iter().zip(&registers) {
+        assert_eq!(ids_of(register, "orders").len(), 1, "{id}");
+        assert_eq!(ids_of(register, "order_lines").len(), 2, "{id}");
+        assert_eq!(ids_of(register, "suppliers").len(), 1, "{id}");
+    }
+    // Every order to every register: each is sent the other's order, its
+    // two lines (they follow it) and its supplier (it points at it); what
+    // it holds is not sent again, and the supplier of no order stays away.
+    let broadcast = "SELECT sync.declare_table('shop.orders', sync => 'broadcast');";
+    let answer = what_if(&mut shop, broadcast);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, broadcast);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    let each = moved(&[("order_lines", 2), ("orders", 1), ("suppliers", 1)]);
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        assert_eq!(moved_here, &each, "register {id}");
+        assert_eq!(&answered(&answer, *id), moved_here, "{answer:#}");
+    }
+    let orders = server_ids(&mut shop, "SELECT id FROM shop.orders");
+    let lines = server_ids(&mut shop, "SELECT id FROM shop.order_lines");
+    let suppliers = server_ids(
+        &mut shop,
+        "SELECT id FROM shop.suppliers WHERE id IN (SELECT supplier_id FROM shop.orders)",
+    );
+    for register in &registers {
+        assert_eq!(ids_of(register, "orders"), orders);
+        assert_eq!(ids_of(register, "order_lines"), lines);
+        assert_eq!(ids_of(register, "suppliers"), suppliers);
+    }
+    let alarm = last_alarm(&mut shop);
+    assert!(
+        alarm.contains("orders (its rule changed): 2 rows sent to 2 replicas"),
+        "{alarm}"
+    );
+
+    // Back to each its own: each lets go of the other's order, its lines
+    // and its supplier, and keeps its own without their being sent.
+    let assigned = "SELECT sync.declare_table('shop.orders', sync => 'assigned(register_id)');";
+    let answer = what_if(&mut shop, assigned);
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, assigned);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for (id, moved_here) in ids.iter().zip(&moved_on) {
+        assert_eq!(moved_here, &each, "register {id}");
+        assert_eq!(&answered(&answer, *id), moved_here, "{answer:#}");
+    }
+    for (id, register) in ids.iter().zip(&registers) {
+        let own = format!("register_id = '{id}'");
+        assert_eq!(
+            ids_of(register, "orders"),
+            server_ids(
+                &mut shop,
+                &format!("SELECT id FROM shop.orders WHERE {own}")
+            )
+        );
+        assert_eq!(
+            ids_of(register, "order_lines"),
+            server_ids(
+                &mut shop,
+                &format!(
+                    "SELECT l.id FROM shop.order_lines l JOIN shop.orders o ON o.id = l.order_id WHERE o.{own}"
+                )
+            )
+        );
+        assert_eq!(
+            ids_of(register, "suppliers"),
+            server_ids(
+                &mut shop,
+                &format!("SELECT supplier_id FROM shop.orders WHERE {own}")
+            )
+        );
+    }
+}
