@@ -1,7 +1,8 @@
 //! The book's later "Things to try", walked in headless Chromium on one
 //! shop (a head office and two registers, as in_a_browser.rs starts them,
-//! with help/): a product a register sold deleted at the head office, and
-//! footers wished of the registers.
+//! with help/): a register's network broken and restored, a product a
+//! register sold deleted at the head office, and footers wished of the
+//! registers.
 //! What each page shows is checked after each step, and every open page
 //! is saved under target/shop-screenshots/ (named `lost-…`).
 //!
@@ -12,15 +13,128 @@ mod help;
 
 use std::time::{Duration, Instant};
 
-use help::{filed_from, held, product, Browser, Shop, GREEN, RECEIPTS};
+use help::{
+    dashboard_register, filed_from, held, price_of, product, Browser, Shop, AMBER, GREEN, RECEIPTS,
+};
 
 #[test]
-fn a_sold_product_deleted_and_footers_wished_walked_in_a_browser() {
+fn a_register_lost_a_sold_product_deleted_and_footers_wished_walked_in_a_browser() {
     let mut shop = Shop::open(3);
     let browser = &mut shop.browser;
     browser.screenshots("lost-0-started");
+    a_register_whose_network_breaks_tries_again_waiting_longer_and_catches_up_once_restored(
+        browser,
+    );
     a_product_a_register_sold_deleted_is_retired_there_and_deleted_on_the_other(browser);
     a_footer_wished_is_printed_waits_for_the_printer_is_refused_superseded_or_on_its_way(browser);
+}
+
+/// The tries and the wait a register's connection line announces:
+/// "cannot reach the head office (…): tried 6 times, again in 3.2s".
+fn tries_and_wait(line: &str) -> Option<(u32, Duration)> {
+    let (_, after) = line.split_once("): tried ")?;
+    let (tries, after) = after.split_once(' ')?;
+    let (_, wait) = after.split_once("again in ")?;
+    // A Duration as Rust writes it: 800ms, 1.6s, 5s.
+    let number: String = wait
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    let unit = &wait[number.len()..];
+    let number: f64 = number.parse().ok()?;
+    let wait = if unit.starts_with("ms") {
+        Duration::from_secs_f64(number / 1000.0)
+    } else if unit.starts_with("µs") {
+        Duration::from_secs_f64(number / 1_000_000.0)
+    } else if unit.starts_with('s') {
+        Duration::from_secs_f64(number)
+    } else {
+        return None;
+    };
+    Some((tries.parse().ok()?, wait))
+}
+
+fn a_register_whose_network_breaks_tries_again_waiting_longer_and_catches_up_once_restored(
+    browser: &mut Browser,
+) {
+    // Register 2's network broken: every call to the head office fails as
+    // a network's would. It sells on; the head office changes a price,
+    // which Register 1 takes and Register 2 cannot.
+    browser.click("register-2", ".network .break-network");
+    browser.shows(
+        "register-2",
+        ".network[data-network=\"broken\"]",
+        "The network is broken",
+    );
+    browser.click("register-2", &format!("{} .sell", held("Tea")));
+    browser.shows(
+        "register-2",
+        ".not-at-head-office",
+        "1 receipt not at the head office yet",
+    );
+    browser.type_and_leave("head-office", &price_of("Coffee"), "3.40");
+    browser.shows("register-1", &held("Coffee"), "Coffee 3.40");
+
+    // It cannot reach the head office, and tries again, waiting longer
+    // each time: the waits its connection line announces, try after try,
+    // grow (the walk watches until three have grown, a few seconds).
+    let mut seen: Vec<(u32, Duration)> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while seen.windows(2).filter(|w| w[1].1 > w[0].1).count() < 2 {
+        assert!(
+            Instant::now() < until,
+            "Register 2's waits did not grow within a minute: {seen:?}"
+        );
+        let line = browser.shows("register-2", ".connection", "cannot reach the head office");
+        if let Some(now) = line.iter().find_map(|l| tries_and_wait(l)) {
+            if seen.last().is_none_or(|last| last.0 != now.0) {
+                seen.push(now);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("Register 2, its network broken: (tries, next wait) {seen:?}");
+    for w in seen.windows(2) {
+        assert!(w[1].0 > w[0].0, "its tries count up: {seen:?}");
+        assert!(w[1].1 >= w[0].1, "its wait never shrinks: {seen:?}");
+    }
+    // The head office has the price on its way to it, and nothing of its
+    // is filed: amber, Register 2 catching up.
+    browser.counts("head-office", AMBER, 1);
+    browser.shows(
+        "head-office",
+        &dashboard_register("catching_up"),
+        "Register 2",
+    );
+    assert!(browser.read("register-2", &held("Coffee"))[0].contains("Coffee 3.00"));
+    assert!(browser
+        .read("head-office", &filed_from("Register 2"))
+        .is_empty());
+    browser.screenshots("lost-1-network-broken");
+
+    // Restored: it connects at once, catches up, and its receipt is filed.
+    let restored = Instant::now();
+    browser.click("register-2", ".network .restore-network");
+    browser.shows(
+        "register-2",
+        ".network[data-network=\"up\"]",
+        "The network is up",
+    );
+    browser.shows("register-2", &held("Coffee"), "Coffee 3.40");
+    println!(
+        "Register 2 caught up {:.1?} after its network was restored",
+        restored.elapsed()
+    );
+    browser.shows("register-2", ".connection", "Online: connected");
+    browser.shows(
+        "register-2",
+        ".not-at-head-office",
+        "Every receipt is at the head office.",
+    );
+    let filed = browser.counts("head-office", &filed_from("Register 2"), 1);
+    assert!(filed[0].contains("Tea 2.50"), "{filed:?}");
+    browser.counts("head-office", GREEN, 1);
+    browser.screenshots("lost-2-network-restored");
 }
 
 fn a_product_a_register_sold_deleted_is_retired_there_and_deleted_on_the_other(
@@ -41,7 +155,7 @@ fn a_product_a_register_sold_deleted_is_retired_there_and_deleted_on_the_other(
     );
     let filed = browser.counts("head-office", &filed_from("Register 1"), 1);
     assert!(filed[0].contains("2 × Cake 9.00, Tea 2.50"), "{filed:?}");
-    browser.screenshots("lost-1-cake-sold");
+    browser.screenshots("lost-3-cake-sold");
 
     // Cake deleted at the head office: Register 1, which sold it, retires
     // it (out of its list, still behind its receipt); Register 2 deletes
@@ -76,7 +190,7 @@ fn a_product_a_register_sold_deleted_is_retired_there_and_deleted_on_the_other(
     assert_eq!(filed.len(), 1, "{filed:?}");
     assert!(filed[0].contains("Tea 2.50"), "{filed:?}");
     browser.counts("head-office", GREEN, 1);
-    browser.screenshots("lost-2-cake-deleted");
+    browser.screenshots("lost-4-cake-deleted");
 }
 
 /// The first footer a register writes itself.
