@@ -480,6 +480,18 @@ BEGIN
     ),
     drift AS (
         SELECT d.*, 'fix' AS remedy FROM sync.drift d
+    ),
+    -- The last declaration change no difference could say (a key or a
+    -- relation changed: relay/redeclared.rs), while replicas of the scope
+    -- it provisioned again, or any since, have not confirmed a snapshot.
+    redeclared AS (
+        SELECT a.what, a.raised_at, 'wait' AS remedy,
+               (SELECT count(*) FROM sync.replicas r JOIN s ON s.id = r.id
+                WHERE r.live AND (r.provision
+                      OR coalesce(r.snapshot_sequence > r.applied_sequence, false))) AS provisioning
+        FROM sync.alarms a
+        WHERE a.id = (SELECT max(x.id) FROM sync.alarms x
+                      WHERE x.what LIKE 'magic_sync: a declaration change provisions again %')
     )
     SELECT jsonb_build_object(
         'healthy', NOT EXISTS (SELECT 1 FROM set_aside WHERE remedy = 'fix')
@@ -546,7 +558,13 @@ BEGIN
                           'problem', d.problem, 'fix', d.fix, 'found_at', d.found_at,
                           'tables', d.tables, 'remedy', d.remedy)
                           ORDER BY d.found_at, d.problem), '[]')
-                      FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)))
+                      FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)),
+        'redeclared', jsonb_build_object(
+            'total', (SELECT count(*) FROM redeclared WHERE provisioning > 0),
+            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                          'what', r.what, 'raised_at', r.raised_at,
+                          'provisioning', r.provisioning, 'remedy', r.remedy)), '[]')
+                      FROM redeclared r WHERE r.provisioning > 0 AND lim > 0)))
     );
 END
 $$;

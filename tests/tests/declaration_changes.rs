@@ -397,16 +397,45 @@ fn a_table_whose_relation_changed_provisions_again_only_the_registers_holding_it
         SELECT sync.declare_table('shop.notices_v2', name => 'notices',
                                   sync => 'assigned(register_id)');
     ";
-    let (summary, moved_on) = deploy(&mut shop, &mut registers, migration);
+    shop.run(migration);
+    let summary = shop.relay();
     assert_eq!(summary["provisioned"], 1, "R0 alone: {summary}");
-    assert_eq!(moved_on[1], Moved::new(), "R1 is sent nothing");
     let alarm = last_alarm(&mut shop);
     assert!(
         alarm.contains("notices (its key changed)")
             && alarm.contains("1 replicas provisioned again"),
         "{alarm}"
     );
+    // The health says why R0 is being provisioned, until it confirms.
+    let health = |shop: &mut Shop| -> Value {
+        shop.pg
+            .query_one("SELECT sync.health()", &[])
+            .unwrap()
+            .get::<_, Value>(0)["redeclared"]
+            .clone()
+    };
+    let said = health(&mut shop);
+    assert_eq!(said["total"], 1, "{said}");
+    assert_eq!(said["first"][0]["provisioning"], 1, "{said}");
+    assert_eq!(said["first"][0]["remedy"], "wait", "{said}");
+    assert!(
+        said["first"][0]["what"]
+            .as_str()
+            .unwrap()
+            .contains("provisions again the replicas holding notices"),
+        "{said}"
+    );
+    let moved_on: Vec<Moved> = registers
+        .iter_mut()
+        .map(|register| {
+            let received = deliver(&mut shop.pg, register);
+            report(&mut shop.pg, register);
+            applied(&received)
+        })
+        .collect();
+    assert_eq!(moved_on[1], Moved::new(), "R1 is sent nothing");
     sync_all(&mut shop, &mut registers);
+    assert_eq!(health(&mut shop)["total"], 0, "R0 confirmed its snapshot");
     assert_eq!(notices_of(&registers[0]), server_notices(&mut shop, "true"),);
     let expected = server_products(&mut shop, "shop.cheap", false);
     for register in &registers {

@@ -287,11 +287,17 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
     }
     let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<String>>();
     if !d.provisioned.is_empty() {
-        spi::run_with(
+        let replicas = spi::run_counting(
             "UPDATE sync.replicas r SET provision = true WHERE r.live AND NOT r.provision \
-             AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1))",
+             AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1)) \
+             RETURNING r.id",
             &[names(&d.provisioned).into()],
         );
+        // Its own alarm, which sync.health() lists while they provision.
+        alarm(&format!(
+            "magic_sync: a declaration change provisions again the replicas holding {}, whose key or relation changed: {replicas} replicas",
+            names(&d.provisioned).join(", ")
+        ));
         spi::run_with(
             "UPDATE sync.stand_ins s SET provision = true WHERE NOT s.provision \
              AND EXISTS (SELECT 1 FROM sync.held_recorded h WHERE h.replica = s.id AND h.table_name = ANY ($1))",
