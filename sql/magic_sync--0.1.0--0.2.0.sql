@@ -502,3 +502,25 @@ REVOKE ALL ON PROCEDURE sync.what_if(text, jsonb) FROM PUBLIC;
 -- has none yet: its first declaration change provisions every replica, as
 -- before, and records them.
 ALTER TABLE sync.relay_state ADD COLUMN declared_parts jsonb;
+
+-- A column added reaches a register's build when it has it (issue 36): a
+-- replica says the columns its build holds of each table the server sends
+-- it once per open (Up.columns); the server keeps them, and notes a table
+-- whose columns grew by one it sends, whose rows the replica holds the
+-- next pass sends again.
+CREATE TABLE sync.replica_columns (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    columns       text[] NOT NULL,
+    said_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (replica, table_name)
+);
+CREATE TABLE sync.columns_gained (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    columns       text[] NOT NULL,
+    since         timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (replica, table_name)
+);
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_columns', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.columns_gained', '');

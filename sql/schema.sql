@@ -521,6 +521,28 @@ CREATE TABLE sync.backlogs (
     said_at       timestamptz NOT NULL DEFAULT now()
 );
 
+-- The columns each replica's build holds of each table the server sends
+-- it, as it last said them (Up.columns, once per open; file/columns.rs).
+-- What a replica says the first time is where it starts.
+CREATE TABLE sync.replica_columns (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    columns       text[] NOT NULL,
+    said_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (replica, table_name)
+);
+
+-- A replica whose build gained columns the server sends of a table: the
+-- next pass sends it the rows of that table it holds again, once, and
+-- forgets the row here (relay/columns_gained.rs).
+CREATE TABLE sync.columns_gained (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    columns       text[] NOT NULL,
+    since         timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (replica, table_name)
+);
+
 -- How the database differs from the declarations, as the relay's check
 -- last found it (pg_magic_sync/src/declare/drift.rs): while a row is here,
 -- the relay stops planning the tables it names (or refuses to run at all,
@@ -671,6 +693,8 @@ SELECT pg_catalog.pg_extension_config_dump('sync.alarms', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.senders', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.sync_wishes', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.replica_columns', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.columns_gained', '');
 -- The identity sequences of the tables above: pg_dump dumps an extension's
 -- sequence only when it is named here, and a database restored without
 -- them numbers new bodies and alarms from 1 again, over the rows restored.

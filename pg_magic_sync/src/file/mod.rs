@@ -16,7 +16,7 @@
 //! In order, each step apart from the others, so none holds back another:
 //! the rejections (rejections.rs), what it applied and its gap
 //! (applied.rs), its rows (rows.rs), its digests (digests.rs), its backlog
-//! (backlogs.rs); then the answer, a Filed written in this transaction
+//! (backlogs.rs), the columns its build holds (columns.rs); then the answer, a Filed written in this transaction
 //! (answer.rs).
 
 pub mod standing;
@@ -31,6 +31,7 @@ pub mod rows_sql;
 pub mod inbox;
 pub mod digests;
 pub mod backlogs;
+pub mod columns;
 pub mod answer;
 
 use std::cell::OnceCell;
@@ -140,6 +141,13 @@ pub fn text_holding_nul(up: &Up) -> Option<&'static str> {
     let backlog = up.backlog.iter().flat_map(|b| &b.tables);
     if backlog.map(|t| &t.table).any(nul) {
         return Some("a backlog's table");
+    }
+    if up
+        .columns
+        .iter()
+        .any(|t| nul(&t.table) || t.columns.iter().any(nul))
+    {
+        return Some("a table's columns");
     }
     None
 }
@@ -304,6 +312,9 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     }
     if let Some(backlog) = &up.backlog {
         verdict["backlog"] = backlogs::keep(replica, backlog);
+    }
+    if !up.columns.is_empty() {
+        verdict["columns"] = columns::take(replica, &up.columns, tables());
     }
     let answered = answer::answer(replica, &up.uploads);
     if !answered.is_empty() {

@@ -9,6 +9,7 @@ pub mod scratch;
 pub mod observe;
 pub mod journal;
 pub mod redeclared;
+pub mod columns_gained;
 pub mod plan;
 pub mod cohorts;
 pub mod load;
@@ -64,6 +65,10 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
         .into_iter()
         .filter(|t| !stopped.contains(&t.name))
         .collect();
+    // Replicas whose build gained a column the server sends are sent their
+    // rows of that table again (a follower parts first, before the journal
+    // is prepared).
+    columns_gained::send_again(&journaled, &stopped);
     journal::prepare(&journaled, epoch.id, redeclared.any());
     // A relay that starts tries again whatever was set aside: a deploy may
     // have fixed it.
