@@ -376,13 +376,16 @@ BEGIN
                           'problem', d.problem, 'fix', d.fix, 'found_at', d.found_at,
                           'tables', d.tables, 'remedy', d.remedy)
                           ORDER BY d.found_at, d.problem), '[]')
-                      FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)),
-        'redeclared', jsonb_build_object(
-            'total', (SELECT count(*) FROM redeclared WHERE provisioning > 0),
-            'first', (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                          'what', r.what, 'raised_at', r.raised_at,
-                          'provisioning', r.provisioning, 'remedy', r.remedy)), '[]')
-                      FROM redeclared r WHERE r.provisioning > 0 AND lim > 0)))
+                      FROM (SELECT * FROM drift ORDER BY found_at, problem LIMIT lim) d)))
+    -- Only while it lasts: a health with nothing of it reads as before.
+    || (SELECT CASE WHEN count(*) = 0 THEN '{}'::jsonb ELSE jsonb_build_object(
+            'redeclared', jsonb_build_object(
+                'total', count(*),
+                'first', CASE WHEN lim > 0 THEN jsonb_agg(jsonb_build_object(
+                             'what', r.what, 'raised_at', r.raised_at,
+                             'provisioning', r.provisioning, 'remedy', r.remedy))
+                         ELSE '[]'::jsonb END)) END
+        FROM redeclared r WHERE r.provisioning > 0)
     );
 END
 $$;
