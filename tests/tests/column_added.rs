@@ -321,3 +321,56 @@ fn a_register_updated_before_the_server_holds_the_column_empty_until_the_server_
     assert_eq!(said["products"], "kept", "{said}");
     assert_eq!(pass(&mut shop, &mut registers), vec![nothing(), nothing()]);
 }
+
+#[test]
+fn a_column_of_a_table_each_register_holds_its_own_rows_of_is_sent_to_the_updated_register_alone() {
+    let (mut shop, mut registers) = shop_with_registers(2);
+    let provisioned = snapshots(&mut shop);
+    shop.run(
+        "ALTER TABLE shop.register_state ADD COLUMN till text NOT NULL DEFAULT 'front';
+         SELECT sync.declare_table('shop.register_state', mirror => 'both',
+                                   sync => 'assigned(register_id)', origin => 'register_id',
+                                   replica_owned => '{battery}');",
+    );
+    let each = pass(&mut shop, &mut registers);
+    assert!(
+        each.iter().all(|a| a.keys().all(|t| t == "register_state")),
+        "{each:?}"
+    );
+    sync_all(&mut shop, &mut registers);
+
+    let said = open_again(
+        &mut shop,
+        &mut registers,
+        1,
+        &format!("{REGISTER_SCHEMA}ALTER TABLE register_state ADD COLUMN till TEXT;"),
+    );
+    assert_eq!(
+        said["register_state"],
+        json!({ "gained": ["till"] }),
+        "{said}"
+    );
+    assert_eq!(said["products"], "kept", "{said}");
+    let each = pass(&mut shop, &mut registers);
+    assert_eq!(
+        each,
+        vec![
+            nothing(),
+            BTreeMap::from([("register_state".to_owned(), 1)])
+        ],
+        "its own state row again, nothing else"
+    );
+    let till: Vec<(Uuid, String)> =
+        values_by_id(&registers[1], "SELECT id, till FROM register_state");
+    assert_eq!(till, vec![(registers[1].me(), "front".to_owned())]);
+    assert_eq!(
+        pass(&mut shop, &mut registers),
+        vec![nothing(), nothing()],
+        "once"
+    );
+    assert_eq!(
+        snapshots(&mut shop),
+        provisioned,
+        "no register provisioned again"
+    );
+}
