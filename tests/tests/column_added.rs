@@ -374,3 +374,71 @@ fn a_column_of_a_table_each_register_holds_its_own_rows_of_is_sent_to_the_update
         "no register provisioned again"
     );
 }
+
+/// Files an Up saying these columns, as a register's first lane would at
+/// open; answers what the server made of the columns.
+fn file_columns(shop: &mut Shop, register: Uuid, said: &[(&str, &[&str])]) -> Value {
+    use magic_sync_proto::wire::{Backlog, TableColumns, Up};
+    use prost::Message;
+    let up = Up {
+        protocol: magic_sync_proto::PROTOCOL,
+        backlog: Some(Backlog::default()),
+        columns: said
+            .iter()
+            .map(|(table, columns)| TableColumns {
+                table: table.to_string(),
+                columns: columns.iter().map(|c| c.to_string()).collect(),
+            })
+            .collect(),
+        ..Up::default()
+    };
+    let verdict: Value = shop
+        .pg
+        .query_one(
+            "SELECT sync.receive($1, $2)",
+            &[&register, &up.encode_to_vec()],
+        )
+        .unwrap()
+        .get(0);
+    verdict["columns"].clone()
+}
+
+#[test]
+fn columns_said_twice_of_one_table_are_malformed_and_a_table_the_server_does_not_send_is_skipped() {
+    let (mut shop, registers) = shop_with_registers(1);
+    let me = registers[0].me();
+    let products: &[&str] = &["id", "name", "price_cents", "updated_at"];
+    let with_vat: &[&str] = &["id", "name", "price_cents", "updated_at", "vat_rate"];
+    shop.run(SERVER_MIGRATION);
+    let said = file_columns(
+        &mut shop,
+        me,
+        &[("products", with_vat), ("products", products)],
+    );
+    assert!(said.as_str().unwrap().starts_with("malformed"), "{said}");
+    let said = file_columns(
+        &mut shop,
+        me,
+        &[("receipts", &["id"]), ("shelves", &["id"])],
+    );
+    assert_eq!(
+        said,
+        json!({
+            "receipts": "skipped: not a table the server sends",
+            "shelves": "skipped: not a table the server sends",
+        })
+    );
+    let noted: i64 = shop
+        .pg
+        .query_one("SELECT count(*) FROM sync.columns_gained", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(noted, 0, "nothing noted of either");
+    // Said once, well: the column gained is noted.
+    let said = file_columns(&mut shop, me, &[("products", with_vat)]);
+    assert_eq!(
+        said["products"],
+        json!({ "gained": ["vat_rate"] }),
+        "{said}"
+    );
+}
