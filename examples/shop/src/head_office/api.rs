@@ -21,6 +21,8 @@ pub struct App {
     /// The owner's connection: the head office's own tables, and the reads.
     pub db: tokio_postgres::Client,
     pub assets: PathBuf,
+    /// How the registers reach the head office (`GET /api/link`).
+    pub link: serde_json::Value,
 }
 
 type Shared = State<Arc<App>>;
@@ -45,6 +47,11 @@ async fn read(app: &App, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Response {
         }
         Err(e) => database(e).into_response(),
     }
+}
+
+/// How a register reaches the head office: its gateway, or NATS.
+pub async fn link(State(app): Shared) -> Response {
+    page::json(&app.link)
 }
 
 pub async fn page(State(app): Shared, uri: Uri) -> Response {
@@ -164,7 +171,7 @@ struct Introduction {
 
 /// A register introduces itself: written into the registers (the worker's
 /// next pass provisions it), and given the credential it presents to the
-/// gateway.
+/// gateway (none over NATS).
 pub async fn introduce(State(app): Shared, text: String) -> Result<Response, Failure> {
     let register: Introduction = body(&text)?;
     let name = named(&register.name)?;
@@ -176,9 +183,15 @@ pub async fn introduce(State(app): Shared, text: String) -> Result<Response, Fai
         )
         .await
         .map_err(database)?;
-    let (_, token) = magic_sync_gateway::credentials::issue(&app.db, register.id, &name)
-        .await
-        .map_err(database)?;
+    // Over NATS there is no gateway to present a credential to.
+    let token = if app.link["transport"] == "nats" {
+        String::new()
+    } else {
+        magic_sync_gateway::credentials::issue(&app.db, register.id, &name)
+            .await
+            .map_err(database)?
+            .1
+    };
     Ok(page::json(
         &json!({ "id": register.id, "credential": token }),
     ))

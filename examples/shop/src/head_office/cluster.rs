@@ -86,8 +86,10 @@ fn free_port() -> Result<u16, String> {
 }
 
 impl Cluster {
-    /// Makes the cluster under `dir` when it is not there yet, and starts it.
-    pub fn start(dir: &Path) -> Result<Cluster, String> {
+    /// Makes the cluster under `dir` when it is not there yet, and starts it
+    /// with these settings besides (the transport's: `magic_sync.transport`
+    /// and `magic_sync.nats_url` over NATS).
+    pub fn start(dir: &Path, settings: &[(&str, &str)]) -> Result<Cluster, String> {
         let bin = bindir()?;
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let dir = dir
@@ -121,8 +123,12 @@ impl Cluster {
         let options = format!(
             "-p {port} -k {} -c listen_addresses='' -c shared_preload_libraries=magic_sync \
              -c magic_sync.database=shop -c max_connections=60 -c jit=off \
-             -c magic_sync.retry_every=5 -c magic_sync.idle=5",
-            cluster.socket.display()
+             -c magic_sync.retry_every=5 -c magic_sync.idle=5{}",
+            cluster.socket.display(),
+            settings
+                .iter()
+                .map(|(name, value)| format!(" -c {name}={value}"))
+                .collect::<String>()
         );
         let start = || {
             run(as_owner(&cluster.bin.join("pg_ctl"))

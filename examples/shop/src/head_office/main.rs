@@ -1,6 +1,7 @@
 //! The shop's head office:
 //!
 //!     head-office [--database URL] [--bind ADDR] [--data DIR] [--assets DIR]
+//!                 [--transport ws|nats] [--nats URL]
 //!
 //! With no database named, it starts a PostgreSQL cluster of its own under
 //! `head-office-data/` in the directory it runs in (kept between runs: a
@@ -11,7 +12,13 @@
 //! mounts the WebSocket gateway (`/link`) that the registers connect
 //! through, and serves its page: the catalog, the registers and their
 //! footers (with the wishes of them), the receipts filed and the
-//! dashboard. It binds 127.0.0.1:8080 unless told otherwise (`--bind`),
+//! dashboard. `--transport nats` has the registers reach it over NATS
+//! JetStream instead of the gateway: the NATS server `--nats` names, or,
+//! with none named, a nats-server of its own under its data directory
+//! (its own PostgreSQL is started relaying over it; a database of yours
+//! must be set so already, `magic_sync.transport` and `magic_sync.nats_url`).
+//! A register asks which (`GET /api/link`) as it starts. It binds
+//! 127.0.0.1:8080 unless told otherwise (`--bind`),
 //! and says where on its first line. Ctrl-C stops it (and its own
 //! PostgreSQL) losing nothing.
 //!
@@ -22,6 +29,7 @@
 //!     PATCH  /api/products/{id} {name?, price_cents?}
 //!     DELETE /api/products/{id}
 //!     GET    /api/registers                     POST: a register introduces itself {id, name}
+//!     GET    /api/link                          how registers reach it: {transport: ws} or {transport: nats, url}
 //!     GET    /api/receipts                      the receipts filed, each with its lines
 //!     GET    /api/footers                       each register's footer as it reports it
 //!     POST   /api/footers/{register}/wish {text, based_on}   sync.desire
@@ -48,6 +56,7 @@
 
 mod api;
 mod cluster;
+mod nats;
 #[path = "../page.rs"]
 mod page;
 mod schema;
@@ -63,8 +72,20 @@ use magic_sync_gateway::credentials::Tokens;
 use magic_sync_gateway::{Gateway, Settings};
 use tokio_postgres::NoTls;
 
+/// How the registers reach the head office.
+#[derive(Clone, Copy, PartialEq)]
+enum Carrier {
+    /// The WebSocket gateway mounted in the head office (`/link`).
+    Gateway,
+    /// NATS JetStream.
+    Nats,
+}
+
 struct Args {
     database: Option<String>,
+    carrier: Carrier,
+    /// The NATS server named (`--nats`); with none, its own.
+    nats: Option<String>,
     bind: SocketAddr,
     data: PathBuf,
     assets: PathBuf,
@@ -73,6 +94,8 @@ struct Args {
 fn args() -> Result<Args, String> {
     let mut args = Args {
         database: None,
+        carrier: Carrier::Gateway,
+        nats: None,
         bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
         data: PathBuf::from("head-office-data"),
         assets: page::default_assets(),
@@ -89,10 +112,23 @@ fn args() -> Result<Args, String> {
                     .map_err(|_| format!("--bind {v:?}: an address and port, 0.0.0.0:8080"))?
             }
             "--data" => args.data = PathBuf::from(value()?),
+            "--transport" => {
+                args.carrier = match value()?.as_str() {
+                    "ws" => Carrier::Gateway,
+                    "nats" => Carrier::Nats,
+                    other => {
+                        return Err(format!(
+                            "--transport {other:?}: ws (the gateway, unless told) or nats"
+                        ))
+                    }
+                }
+            }
+            "--nats" => args.nats = Some(value()?),
             "--assets" => args.assets = PathBuf::from(value()?),
             _ => {
                 return Err(format!(
-                    "{arg}? usage: head-office [--database URL] [--bind ADDR] [--data DIR] [--assets DIR]"
+                    "{arg}? usage: head-office [--database URL] [--bind ADDR] [--data DIR] [--assets DIR] \
+                     [--transport ws|nats] [--nats URL]"
                 ))
             }
         }
@@ -159,7 +195,49 @@ async fn connect(url: &str) -> Result<tokio_postgres::Client, String> {
     Ok(client)
 }
 
-async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String> {
+/// How the registers reach the head office, as `GET /api/link` says it:
+/// the gateway, or the NATS server (the one named, or its own; over a
+/// database of yours, the one its relay publishes to).
+async fn link(
+    args: &Args,
+    owner: &tokio_postgres::Client,
+    own_nats: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    if args.carrier == Carrier::Gateway {
+        return Ok(serde_json::json!({ "transport": "ws" }));
+    }
+    let setting = |name: &'static str| async move {
+        owner
+            .query_one("SELECT current_setting($1, true)", &[&name])
+            .await
+            .map(|r| r.get::<_, Option<String>>(0))
+            .map_err(|e| e.to_string())
+    };
+    let transport = setting("magic_sync.transport").await?;
+    if transport.as_deref() != Some("nats") {
+        return Err(format!(
+            "--transport nats, but the database relays over {}: set magic_sync.transport = 'nats' \
+             and magic_sync.nats_url in its postgresql.conf (docs/src/server.md, The transports)",
+            transport
+                .as_deref()
+                .unwrap_or("nothing (is magic_sync preloaded?)")
+        ));
+    }
+    let url = match (&args.nats, own_nats) {
+        (Some(url), _) => url.clone(),
+        (None, Some(url)) => url.to_owned(),
+        (None, None) => setting("magic_sync.nats_url")
+            .await?
+            .unwrap_or_else(|| "nats://127.0.0.1:4222".to_owned()),
+    };
+    Ok(serde_json::json!({ "transport": "nats", "url": url }))
+}
+
+async fn serve(
+    args: Args,
+    own: Option<&cluster::Cluster>,
+    own_nats: Option<&str>,
+) -> Result<(), String> {
     page::check_built(&args.assets, "index.html")?;
     let (owner_url, gateway_url) = match (&args.database, own) {
         (Some(url), _) => (url.clone(), url.clone()),
@@ -188,17 +266,25 @@ async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String>
     };
     let owner = connect(&owner_url).await?;
     migrate(&owner, own.is_some()).await?;
+    let link = link(&args, &owner, own_nats).await?;
 
-    let mut settings = Settings::new(gateway_url);
-    settings.listen = args.bind;
-    let gateway = Arc::new(
-        Gateway::start(settings, Arc::new(Tokens::issued_only()))
-            .await
-            .map_err(|e| format!("the gateway: {e}"))?,
-    );
+    // The gateway, unless the registers reach the head office over NATS.
+    let gateway = match args.carrier {
+        Carrier::Gateway => {
+            let mut settings = Settings::new(gateway_url);
+            settings.listen = args.bind;
+            Some(Arc::new(
+                Gateway::start(settings, Arc::new(Tokens::issued_only()))
+                    .await
+                    .map_err(|e| format!("the gateway: {e}"))?,
+            ))
+        }
+        Carrier::Nats => None,
+    };
     let app = Arc::new(api::App {
         db: owner,
         assets: args.assets.clone(),
+        link,
     });
     let router = Router::new()
         .route("/api/products", get(api::products).post(api::add_product))
@@ -207,6 +293,7 @@ async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String>
             patch(api::change_product).delete(api::delete_product),
         )
         .route("/api/registers", get(api::registers).post(api::introduce))
+        .route("/api/link", get(api::link))
         .route("/api/receipts", get(api::receipts))
         .route("/api/holders/{product}", get(api::holders))
         .route("/api/explain/{replica}/{product}", get(api::explain))
@@ -220,18 +307,22 @@ async fn serve(args: Args, own: Option<&cluster::Cluster>) -> Result<(), String>
             post(api::dismiss_footer_wish),
         )
         .fallback(get(api::page))
-        .with_state(app)
-        .merge(gateway.router());
+        .with_state(app);
+    let router = match &gateway {
+        Some(gateway) => router.merge(gateway.router()),
+        None => router,
+    };
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     println!("head office: http://{address}");
-    let stopping = gateway.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             stopped().await;
-            stopping.stop().await;
+            if let Some(gateway) = gateway {
+                gateway.stop().await;
+            }
         })
         .await
         .map_err(|e| e.to_string())
@@ -245,21 +336,50 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Over NATS with none named and its own PostgreSQL: a nats-server of
+    // its own, which that PostgreSQL relays to.
+    let mut own_nats = None;
+    if args.carrier == Carrier::Nats && args.nats.is_none() && args.database.is_none() {
+        match nats::NatsServer::start(&args.data) {
+            Ok(server) => own_nats = Some(server),
+            Err(e) => {
+                eprintln!("head-office: its NATS server: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let nats_url = args
+        .nats
+        .clone()
+        .or_else(|| own_nats.as_ref().map(|n| n.url.clone()));
+    let relaying: Vec<(&str, &str)> = match (&args.carrier, &nats_url) {
+        (Carrier::Nats, Some(url)) => vec![
+            ("magic_sync.transport", "nats"),
+            ("magic_sync.nats_url", url.as_str()),
+        ],
+        _ => vec![("magic_sync.transport", "queue")],
+    };
     let own = match &args.database {
         Some(_) => None,
-        None => match cluster::Cluster::start(&args.data) {
+        None => match cluster::Cluster::start(&args.data, &relaying) {
             Ok(c) => Some(c),
             Err(e) => {
                 eprintln!("head-office: its PostgreSQL: {e}");
+                if let Some(mut server) = own_nats {
+                    server.stop();
+                }
                 return ExitCode::FAILURE;
             }
         },
     };
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let result = runtime.block_on(serve(args, own.as_ref()));
+    let result = runtime.block_on(serve(args, own.as_ref(), nats_url.as_deref()));
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     if let Some(cluster) = own {
         cluster.stop();
+    }
+    if let Some(mut server) = own_nats {
+        server.stop();
     }
     match result {
         Ok(()) => {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use magic_sync_replica::transport::nats::{Nats, NatsSettings};
 use magic_sync_replica::transport::ws::{Ws, WsSettings};
 use magic_sync_replica::transport::{run, Control, Delivery, Options, Status, Transport, Waker};
 use magic_sync_replica::{install, Apply, Replica, Settings, Table, Tables, Wishes};
@@ -98,19 +99,20 @@ fn of_this_build(conn: &Connection, file: &Path) -> Result<(), String> {
 }
 
 /// The register's network, which its page can break: while it is broken,
-/// every call the device loop makes of the gateway fails as a network's
-/// would (the link refused), and the loop tries again, waiting longer each
-/// time; restored, the next try gets through and it catches up.
-struct Network {
-    link: Ws,
+/// every call the device loop makes of its transport (the gateway, or
+/// NATS) fails as a network's would (the link refused), and the loop
+/// tries again, waiting longer each time; restored, the next try gets
+/// through and it catches up.
+struct Network<T> {
+    link: T,
     broken: Arc<AtomicBool>,
 }
 
-impl Network {
+impl<T> Network<T> {
     fn up(&self) -> Result<(), Error> {
         if self.broken.load(Ordering::SeqCst) {
             Err(Error::TransportDown(
-                "the network is broken: the gateway's link refused".to_owned(),
+                "the network is broken: the link refused".to_owned(),
             ))
         } else {
             Ok(())
@@ -118,8 +120,8 @@ impl Network {
     }
 }
 
-impl Transport for Network {
-    type Handle = <Ws as Transport>::Handle;
+impl<T: Transport> Transport for Network<T> {
+    type Handle = T::Handle;
 
     fn connect(&mut self) -> Result<(), Error> {
         self.up()?;
@@ -156,6 +158,14 @@ impl Transport for Network {
     }
 }
 
+/// How the register reaches the head office, as the head office says
+/// (`GET /api/link`): its gateway, or NATS.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Link {
+    Gateway(String),
+    Nats(String),
+}
+
 /// Where the device loop is.
 enum Loop {
     Online {
@@ -171,7 +181,7 @@ pub struct Till {
     file: PathBuf,
     name: String,
     me: Uuid,
-    gateway: String,
+    link: Link,
     credential: String,
     assets: PathBuf,
     device: Mutex<Loop>,
@@ -188,9 +198,14 @@ fn sqlite(e: rusqlite::Error) -> String {
     format!("the register's file: {e}")
 }
 
-/// A POST of JSON to the head office, answered with JSON (HTTP/1.1, one
-/// request a connection).
-fn post(head_office: &str, path: &str, body: &Value) -> Result<Value, String> {
+/// A request to the head office (a POST carries JSON), answered with JSON
+/// (HTTP/1.1, one request a connection).
+fn request(
+    head_office: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Value, String> {
     let host = head_office
         .strip_prefix("http://")
         .ok_or_else(|| format!("{head_office}: the head office's address starts http://"))?;
@@ -199,10 +214,10 @@ fn post(head_office: &str, path: &str, body: &Value) -> Result<Value, String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(20)))
         .map_err(|e| e.to_string())?;
-    let body = body.to_string();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
@@ -249,10 +264,11 @@ impl Till {
             None => {
                 let me = Uuid::new_v4();
                 let answer = loop {
-                    match post(
+                    match request(
                         head_office,
+                        "POST",
                         "/api/registers",
-                        &json!({ "id": me, "name": name }),
+                        Some(&json!({ "id": me, "name": name })),
                     ) {
                         Ok(answer) => break answer,
                         Err(e) => {
@@ -291,12 +307,12 @@ impl Till {
             ..Settings::default()
         };
         let replica = Replica::open(conn, tables, me, settings).map_err(|e| e.to_string())?;
-        let gateway = format!("ws://{}/link", head_office.trim_start_matches("http://"));
+        let link = link_to(&Connection::open(file).map_err(sqlite)?, head_office)?;
         let till = Till {
             file: file.to_owned(),
             name: name.to_owned(),
             me,
-            gateway,
+            link,
             credential,
             assets,
             device: Mutex::new(Loop::Offline(Box::new(replica))),
@@ -388,7 +404,8 @@ impl Till {
             unreachable!()
         };
         *self.heard.lock().unwrap() = "connecting".to_owned();
-        let settings = WsSettings::new(self.gateway.clone(), self.credential.clone());
+        let link = self.link.clone();
+        let credential = self.credential.clone();
         let control = Control::new();
         let steering = control.clone();
         let heard = self.heard.clone();
@@ -398,22 +415,32 @@ impl Till {
                 longest_pause: Duration::from_secs(5),
                 ..Options::default()
             };
-            match Ws::new(settings, &replica) {
-                Ok(link) => {
-                    let mut network = Network { link, broken };
-                    // Tries that failed in a row: the page says how many.
-                    let mut tries = 0;
-                    run(&mut replica, &mut network, &options, &steering, |status| {
-                        match status {
-                            Status::Disconnected { .. } => tries += 1,
-                            Status::Connected => tries = 0,
-                            _ => {}
-                        }
-                        *heard.lock().unwrap() = said(&status, tries);
+            let report = |status: &Status, tries: u32| *heard.lock().unwrap() = said(status, tries);
+            let made = match link {
+                Link::Gateway(url) => {
+                    Ws::new(WsSettings::new(url, credential), &replica).map(|link| {
+                        drive(
+                            &mut replica,
+                            Network { link, broken },
+                            &options,
+                            &steering,
+                            report,
+                        )
                     })
                 }
-                Err(e) => *heard.lock().unwrap() = format!("cannot reach the gateway: {e}"),
+                Link::Nats(url) => Nats::new(NatsSettings::new(url), &replica).map(|link| {
+                    drive(
+                        &mut replica,
+                        Network { link, broken },
+                        &options,
+                        &steering,
+                        report,
+                    )
+                }),
             };
+            if let Err(e) = made {
+                *heard.lock().unwrap() = format!("cannot reach the head office: {e}");
+            }
             *replica
         });
         *device = Loop::Online { control, thread };
@@ -638,6 +665,75 @@ fn refusing(conn: &Connection, product: Option<&str>) -> Result<(), String> {
         .map_err(sqlite)?;
     }
     Ok(())
+}
+
+/// Runs the device loop on `transport` until it is stopped, reporting
+/// what it does with how many connections failed in a row.
+fn drive<T: Transport>(
+    replica: &mut Replica,
+    mut transport: T,
+    options: &Options,
+    control: &Control,
+    report: impl Fn(&Status, u32),
+) {
+    let mut tries = 0;
+    run(replica, &mut transport, options, control, |status| {
+        match status {
+            Status::Disconnected { .. } => tries += 1,
+            Status::Connected => tries = 0,
+            _ => {}
+        }
+        report(&status, tries);
+    })
+}
+
+/// How to reach the head office: as it says now (`GET /api/link`, kept in
+/// the file), or as it said last when it does not answer at once (a
+/// register of a build before NATS: its gateway).
+fn link_to(conn: &Connection, head_office: &str) -> Result<Link, String> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS this_link (transport TEXT NOT NULL, url TEXT NOT NULL)",
+    )
+    .map_err(sqlite)?;
+    let gateway = || {
+        Link::Gateway(format!(
+            "ws://{}/link",
+            head_office.trim_start_matches("http://")
+        ))
+    };
+    if let Ok(said) = request(head_office, "GET", "/api/link", None) {
+        let link = match (said["transport"].as_str(), said["url"].as_str()) {
+            (Some("nats"), Some(url)) => Link::Nats(url.to_owned()),
+            (Some("ws"), _) => gateway(),
+            _ => {
+                return Err(format!(
+                    "the head office's link is not one this register knows: {said}"
+                ))
+            }
+        };
+        let (transport, url) = match &link {
+            Link::Gateway(url) => ("ws", url),
+            Link::Nats(url) => ("nats", url),
+        };
+        conn.execute_batch("DELETE FROM this_link")
+            .map_err(sqlite)?;
+        conn.execute(
+            "INSERT INTO this_link (transport, url) VALUES (?1, ?2)",
+            [transport, url.as_str()],
+        )
+        .map_err(sqlite)?;
+        return Ok(link);
+    }
+    let kept: Option<(String, String)> = conn
+        .query_row("SELECT transport, url FROM this_link", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(sqlite)?;
+    Ok(match kept {
+        Some((transport, url)) if transport == "nats" => Link::Nats(url),
+        _ => gateway(),
+    })
 }
 
 /// The device loop's news, as the page says it (`tries`: the connections
