@@ -22,11 +22,25 @@ fn a_register_lost_a_sold_product_deleted_and_footers_wished_walked_in_a_browser
     let mut shop = Shop::open(3);
     let browser = &mut shop.browser;
     browser.screenshots("lost-0-started");
-    a_register_whose_network_breaks_tries_again_waiting_longer_and_catches_up_once_restored(
-        browser,
-    );
-    a_product_a_register_sold_deleted_is_retired_there_and_deleted_on_the_other(browser);
-    a_footer_wished_is_printed_waits_for_the_printer_is_refused_superseded_or_on_its_way(browser);
+    let steps: [(&str, fn(&mut Browser)); 3] = [
+        (
+            "a register lost",
+            a_register_whose_network_breaks_tries_again_waiting_longer_and_catches_up_once_restored,
+        ),
+        (
+            "a sold product deleted",
+            a_product_a_register_sold_deleted_is_retired_there_and_deleted_on_the_other,
+        ),
+        (
+            "footers wished",
+            a_footer_wished_is_printed_waits_for_the_printer_is_refused_superseded_or_on_its_way,
+        ),
+    ];
+    for (step, walk) in steps {
+        let began = Instant::now();
+        walk(browser);
+        println!("{step}: walked in {:.1?}", began.elapsed());
+    }
 }
 
 /// The tries and the wait a register's connection line announces:

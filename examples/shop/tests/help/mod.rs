@@ -145,10 +145,22 @@ pub struct Browser {
     stdout: BufReader<ChildStdout>,
     /// The pages opened, in order: a step's screenshots take each.
     pages: Vec<String>,
+    /// When it started: each step's screenshots say how long after.
+    started: Instant,
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
+        self.quit();
+    }
+}
+
+impl Browser {
+    /// Closes Chromium and the driver (at once the second time).
+    pub fn quit(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let _ = writeln!(self.stdin, "{}", json!({ "quit": true }));
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
@@ -178,6 +190,7 @@ impl Browser {
             stdin,
             stdout,
             pages: Vec::new(),
+            started: Instant::now(),
         }
     }
 
@@ -263,6 +276,7 @@ impl Browser {
 
     /// Every open page as it is now, saved as `step-page.png`.
     pub fn screenshots(&mut self, step: &str) {
+        println!("{step}: {:.1?} into the walk", self.started.elapsed());
         for page in self.pages.clone() {
             self.screenshot_of(&page, step);
         }
@@ -325,6 +339,25 @@ pub struct Shop {
     /// The head office's address, the same across its restart.
     pub bind: String,
     pub scratch: Scratch,
+}
+
+impl Drop for Shop {
+    /// Closes the browser, then stops the registers and the head office,
+    /// saying how long each took.
+    fn drop(&mut self) {
+        let began = Instant::now();
+        self.browser.quit();
+        let browser = began.elapsed();
+        for register in &mut self.registers {
+            register.stop();
+        }
+        let registers = began.elapsed() - browser;
+        self.head_office.stop();
+        println!(
+            "closed: the browser in {browser:.1?}, the registers in {registers:.1?}, the head office in {:.1?}",
+            began.elapsed() - browser - registers
+        );
+    }
 }
 
 impl Shop {
