@@ -8,12 +8,23 @@
 # shop), prints the three addresses to open, and runs until Ctrl-C, which
 # stops all three losing nothing.
 #
-#   bash examples/shop/run.sh [--bind IP]    (127.0.0.1 unless told)
+#   bash examples/shop/run.sh [--bind IP] [--transport ws|nats]
+#
+# --bind: 127.0.0.1 unless told. --transport nats: the registers reach the
+# head office over NATS JetStream (a nats-server the head office starts
+# itself) rather than its WebSocket gateway.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 bind=127.0.0.1
-if [ "${1:-}" = --bind ]; then bind=${2:?--bind takes an address}; fi
+transport=ws
+while [ $# -gt 0 ]; do
+    case $1 in
+        --bind) bind=${2:?--bind takes an address}; shift 2 ;;
+        --transport) transport=${2:?--transport takes ws or nats}; shift 2 ;;
+        *) echo "$1? usage: bash examples/shop/run.sh [--bind IP] [--transport ws|nats]" >&2; exit 2 ;;
+    esac
+done
 
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 log=target/shop-build.log
@@ -56,7 +67,8 @@ stop() {
 trap stop EXIT INT TERM
 
 cd target/shop
-../debug/head-office --bind "$bind:8080" > head-office.out 2> head-office.log &
+../debug/head-office --bind "$bind:8080" --transport "$transport" \
+    > head-office.out 2> head-office.log &
 pids+=($!)
 until grep -q http head-office.out 2>/dev/null; do
     if ! kill -0 "${pids[0]}" 2>/dev/null; then
