@@ -17,12 +17,15 @@ use help::{
     dashboard_register, filed_from, held, price_of, product, Browser, Shop, AMBER, GREEN, RECEIPTS,
 };
 
+/// One thing to try, walked on the shop's pages.
+type Walk = fn(&mut Browser);
+
 #[test]
 fn a_register_lost_a_sold_product_deleted_and_footers_wished_walked_in_a_browser() {
     let mut shop = Shop::open(3);
     let browser = &mut shop.browser;
     browser.screenshots("lost-0-started");
-    let steps: [(&str, fn(&mut Browser)); 3] = [
+    let steps: [(&str, Walk); 3] = [
         (
             "a register lost",
             a_register_whose_network_breaks_tries_again_waiting_longer_and_catches_up_once_restored,
