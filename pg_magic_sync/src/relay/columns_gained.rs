@@ -4,9 +4,10 @@
 //! hold again, once, and nothing else (docs/src/protocol.md, "A column
 //! added").
 //!
-//! Their rows of it are touched for them alone, and the planner sends the
-//! rows kept whatever version is held (`sync_pass_resent`, as for a table
-//! whose columns a declaration changed: relay/redeclared.rs). A follower
+//! Their rows of it are touched for them alone, and the planner sends them
+//! the rows they keep whatever version they hold (`sync_pass_resent` for
+//! that replica, as for every replica when a declaration changed a table's
+//! columns: relay/redeclared.rs). A follower
 //! of a stand-in parts first, for a journaled table: its rows of it become
 //! its own, so they go to it alone, not to every follower. A replica
 //! provisioned, or no longer live, needs nothing more; a table stopped by

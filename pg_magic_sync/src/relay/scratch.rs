@@ -45,8 +45,13 @@ pub const TABLES: &[(&str, &str)] = &[
     // plan: the rows touched, for every replica or for one.
     ("sync_pass_touched", ROWS),
     // observe (relay/redeclared.rs): the tables whose rows a replica holds
-    // and keeps are sent again, their bytes changed by a declaration.
-    ("sync_pass_resent", "table_name text COLLATE \"C\""),
+    // and keeps are sent again, their bytes changed by a declaration; for
+    // every replica (replica NULL) or for one whose build gained a column
+    // (relay/columns_gained.rs).
+    (
+        "sync_pass_resent",
+        "replica uuid, table_name text COLLATE \"C\"",
+    ),
     // plan: what touched rows pointed at before the change.
     (
         "sync_pass_old_pointers",

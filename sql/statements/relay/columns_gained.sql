@@ -21,9 +21,9 @@ SELECT sync_internal.part(p.replica)
 
 -- name: SEND_AGAIN
 -- The rows each replica holds of a table whose columns grew are touched
--- for it, and the table's rows kept are sent whatever version is held
+-- for it, and those it keeps are sent it whatever version it holds
 -- (sync_pass_resent, read by the planner's PLAN_SENDS); the note is done.
 -- Not a table stopped ($1): it waits for the fix. Answers how many rows.
-WITH due AS ( DELETE FROM sync.columns_gained g WHERE NOT g.table_name = ANY ($1::text[]) RETURNING g.replica, g.table_name), resent AS ( INSERT INTO sync_pass_resent (table_name) SELECT DISTINCT table_name FROM due), touched AS ( INSERT INTO sync_pass_touched (replica, table_name, key) SELECT h.replica, h.table_name, h.key FROM due d JOIN sync.held_recorded h ON h.replica = d.replica AND h.table_name = d.table_name WHERE h.leaving IS NULL RETURNING 1)
+WITH due AS ( DELETE FROM sync.columns_gained g WHERE NOT g.table_name = ANY ($1::text[]) RETURNING g.replica, g.table_name), resent AS ( INSERT INTO sync_pass_resent (replica, table_name) SELECT replica, table_name FROM due), touched AS ( INSERT INTO sync_pass_touched (replica, table_name, key) SELECT h.replica, h.table_name, h.key FROM due d JOIN sync.held_recorded h ON h.replica = d.replica AND h.table_name = d.table_name WHERE h.leaving IS NULL RETURNING 1)
     SELECT count(*)
     FROM touched

@@ -92,7 +92,8 @@ WITH added AS ( INSERT INTO sync_pass_want SELECT DISTINCT c.replica, c.table_na
 -- name: PLAN_SENDS
 -- What is kept and lacked, held at an older version, or refused, is sent;
 -- and what is kept and held of a table whose bytes a declaration changed
--- (sync_pass_resent: a column added or dropped), at the version held.
+-- (sync_pass_resent: a column added or dropped), at the version held;
+-- for one replica, when its build gained a column (relay/columns_gained.rs).
 INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     SELECT w.replica, w.table_name, w.key, 'u', coalesce(c.note, h.note, 0)
     FROM (SELECT DISTINCT replica, table_name, key FROM sync_pass_want) AS w
@@ -100,7 +101,7 @@ INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     JOIN sync.held_recorded h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key
     LEFT
     JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key
-    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused IS NOT NULL OR EXISTS (SELECT 1 FROM sync_pass_resent r WHERE r.table_name = w.table_name)
+    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused IS NOT NULL OR EXISTS (SELECT 1 FROM sync_pass_resent r WHERE r.table_name = w.table_name AND (r.replica IS NULL OR r.replica = w.replica))
 
 -- name: PLAN_SENDS_OF_TOUCHED
 -- The same, when every row kept was touched (no row leans on another, so
@@ -112,7 +113,7 @@ INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     JOIN sync_pass_touched_held h ON h.replica = w.replica AND h.table_name = w.table_name AND h.key = w.key
     LEFT
     JOIN sync_pass_changed c ON c.table_name = w.table_name AND c.key = w.key
-    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused OR EXISTS (SELECT 1 FROM sync_pass_resent r WHERE r.table_name = w.table_name)
+    WHERE h.key IS NULL OR h.leaving IS NOT NULL OR h.note < c.note OR h.refused OR EXISTS (SELECT 1 FROM sync_pass_resent r WHERE r.table_name = w.table_name AND (r.replica IS NULL OR r.replica = w.replica))
 
 -- name: PLAN_TAKE_BACKS
 -- What is in question and not kept is taken back.
