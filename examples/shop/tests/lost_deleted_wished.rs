@@ -357,6 +357,12 @@ fn a_footer_wished_is_printed_waits_for_the_printer_is_refused_superseded_or_on_
         refused[0].contains("the register's footer stands"),
         "{refused:?}"
     );
+    // The dashboard's list of wishes says the same.
+    browser.shows(
+        "head-office",
+        ".msd-wishes .msd-wish[data-state=\"refused\"]",
+        "longer than the printer's 40 characters",
+    );
     browser.shows(
         "register-1",
         ".footer-wish[data-outcome=\"refused\"]",
