@@ -52,7 +52,7 @@ say "the shop's pages in a browser: the head office, registers, the book's thing
 (cd examples/shop/web && npm run check && npm run build && npm test)
 # Each walk is a test file of examples/shop/tests/ (help/ is what they
 # share), one after the other: each starts a shop of its own.
-timeout --foreground 10m cargo test -p magic_sync_shop --test in_a_browser --test lost_deleted_wished
+timeout --foreground 10m cargo test -p magic_sync_shop --test in_a_browser --test lost_deleted_wished --test over_nats
 
 say "proto, replica, end-to-end and pg_regress tests"
 # A test that hangs fails the run here, with its name printed, rather than

@@ -338,6 +338,8 @@ pub struct Shop {
     pub head_office: Program,
     /// The head office's address, the same across its restart.
     pub bind: String,
+    /// What the head office is started with besides its address.
+    pub head_office_args: Vec<String>,
     pub scratch: Scratch,
 }
 
@@ -364,10 +366,17 @@ impl Shop {
     /// Starts the shop and waits until both registers are online holding
     /// the first catalog (`products` of them), and the dashboard is green.
     pub fn open(products: usize) -> Shop {
+        Shop::open_with(products, &[])
+    }
+
+    /// As `open`, the head office started with `head_office_args` too
+    /// (`--transport nats`, say).
+    pub fn open_with(products: usize, head_office_args: &[&str]) -> Shop {
         let scratch = Scratch::new();
         let bind = free_address();
         let began = Instant::now();
-        let head_office = Program::head_office(&scratch.dir("head-office"), &bind, &[]);
+        let head_office =
+            Program::head_office(&scratch.dir("head-office"), &bind, head_office_args);
         println!(
             "the head office, its PostgreSQL made, answered in {:.1?}",
             began.elapsed()
@@ -399,6 +408,7 @@ impl Shop {
             registers,
             head_office,
             bind,
+            head_office_args: head_office_args.iter().map(|a| a.to_string()).collect(),
             scratch,
         }
     }
@@ -407,7 +417,9 @@ impl Shop {
     /// same directory, on the same address.
     pub fn restart_head_office(&mut self) {
         self.head_office.stop();
-        self.head_office = Program::head_office(&self.scratch.dir("head-office"), &self.bind, &[]);
+        let args: Vec<&str> = self.head_office_args.iter().map(String::as_str).collect();
+        self.head_office =
+            Program::head_office(&self.scratch.dir("head-office"), &self.bind, &args);
     }
 
     /// Starts a register of another name in a directory of its own
