@@ -83,6 +83,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
         starts,
         &stopped,
         &let_go,
+        &redeclared.resent_as_held(),
     );
     steps.end("plan");
     // Nothing planned: no cohort, nothing to load or record.

@@ -7,15 +7,20 @@
 //! difference, table by table, through the planner's own steps:
 //!
 //! - a table declared for the first time, or whose rule, active view,
-//!   references or mirror changed: every row of it is *touched* for every
-//!   replica (with a change of references, the rows of the parents too),
+//!   references or mirror changed: its rows are *touched* (per replica, the
+//!   rows it holds and those the rule now gives it; for a broadcast or
+//!   following table, every row for every replica; with a change of
+//!   references, the rows of the parents too),
 //!   and the planner sends each replica what it now keeps and lacks, and
 //!   takes back what it no longer keeps, with the closure over parents and
 //!   followers (relay/plan/incremental.rs). A row held and kept is not sent
 //!   again: nothing says it changed.
 //! - a table whose columns (or their types) changed: the rows each replica
-//!   holds of it are touched for that replica, and sent again whatever
-//!   version it holds (`sync_pass_resent`, read by PLAN_SENDS).
+//!   holds of it are sent again, at the version it holds. Which replica
+//!   holds which row did not change, so they are not planned: each held
+//!   row not planned otherwise this pass is put in the plan as it is
+//!   (`plan::RESEND_HELD`); with its rule changed too, its rows are touched
+//!   and PLAN_SENDS sends those kept and held (`sync_pass_resent`).
 //! - a table no longer mirrored (undeclared, or a record now): each replica
 //!   is sent the delete of every row of it it holds, and the engine forgets
 //!   its rows set aside (`plan::take_back_tables_let_go`).
@@ -36,8 +41,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use crate::catalog::reach::rule_rows;
 use crate::catalog::table_sql::{key_text_of, quote_literal};
-use crate::catalog::{digest, Declarations, Declared, Mirror};
+use crate::catalog::{digest, Declarations, Declared, Mirror, Rule};
 use crate::relay::journal::Journaled;
 use crate::spi;
 
@@ -141,6 +147,16 @@ impl Redeclared {
     pub fn let_go(&self) -> Vec<String> {
         match self {
             Redeclared::Difference(d) => d.let_go.iter().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The tables whose held rows are sent again as they are held, without
+    /// planning them: their columns changed and which replica holds which
+    /// row did not (not touched: `plan::RESEND_HELD`).
+    pub fn resent_as_held(&self) -> Vec<String> {
+        match self {
+            Redeclared::Difference(d) => d.resent.difference(&d.touched).cloned().collect(),
             _ => Vec::new(),
         }
     }
@@ -311,22 +327,10 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
             &[names(&forgotten).into()],
         );
     }
+    let journaled = Journaled::of(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if d.touched.contains(&table.name) {
-            spi::run(&format!(
-                "INSERT INTO sync_pass_touched (replica, table_name, key) \
-                 SELECT NULL::uuid, {name}, {key} FROM {relation} AS t",
-                name = quote_literal(&table.name),
-                key = key_text_of("t", &table.key_columns),
-                relation = table.relation,
-            ));
-        } else if d.resent.contains(&table.name) {
-            spi::run_with(
-                "INSERT INTO sync_pass_touched (replica, table_name, key) \
-                 SELECT h.replica, h.table_name, h.key FROM sync.held_recorded h \
-                 WHERE h.table_name = $1 AND h.leaving IS NULL",
-                &[table.name.as_str().into()],
-            );
+            touch(table, &journaled);
         }
         if d.resent.contains(&table.name) {
             spi::run_with(
@@ -335,6 +339,40 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
             );
         }
     }
+}
+
+/// Touches the rows of a table whose rule changed (or that is new). A rule
+/// that names each row's replicas (assigned, grouped, none) touches, per
+/// replica, the rows it holds and those the rule now gives it: the pairs
+/// are as many as the rows held before and after, where every row touched
+/// for every replica would be the table's rows times the replicas (an
+/// assigned table's 1,000,000 rows for 200 registers: 200,000,000 pairs).
+/// A broadcast or following table, or a journaled one (planned for the
+/// stand-ins), has every row touched for every replica.
+fn touch(table: &Declared, journaled: &Journaled) {
+    let name = quote_literal(&table.name);
+    let per_replica = matches!(
+        table.rule,
+        Rule::Assigned { .. } | Rule::Grouped { .. } | Rule::None
+    ) && !journaled.contains(&table.name);
+    if !per_replica {
+        spi::run(&format!(
+            "INSERT INTO sync_pass_touched (replica, table_name, key) \
+             SELECT NULL::uuid, {name}, {key} FROM {relation} AS t",
+            key = key_text_of("t", &table.key_columns),
+            relation = table.relation,
+        ));
+        return;
+    }
+    let given = match rule_rows(table, "sync_pass_live", None) {
+        Some(rows) => format!(" UNION SELECT * FROM ({rows}) AS g"),
+        None => String::new(),
+    };
+    spi::run(&format!(
+        "INSERT INTO sync_pass_touched (replica, table_name, key) \
+         SELECT h.replica, h.table_name, h.key FROM sync.held_recorded h \
+         WHERE h.table_name = {name} AND h.leaving IS NULL{given}"
+    ));
 }
 
 /// The alarm of a change planned as a difference, once the pass recorded

@@ -100,3 +100,15 @@ INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     FROM sync.held_recorded h
     JOIN sync_pass_current c ON c.id = h.replica
     WHERE h.table_name = ANY ($1::text[]) AND h.leaving IS NULL AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = h.replica AND p.table_name = h.table_name AND p.key = h.key)
+
+-- name: RESEND_HELD
+-- The tables whose columns changed, and nothing else of them ($1,
+-- relay/redeclared.rs): every row of them a replica kept up to date holds
+-- (or a stand-in) is sent again, at the version it holds, but those
+-- planned already (a note of it pending) and those that cannot go. Which
+-- replica holds which row did not change: nothing is planned for them.
+INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
+    SELECT h.replica, h.table_name, h.key, 'u', h.note
+    FROM sync.held_recorded h
+    JOIN sync_pass_current c ON c.id = h.replica
+    WHERE h.table_name = ANY ($1::text[]) AND h.leaving IS NULL AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = h.replica AND p.table_name = h.table_name AND p.key = h.key) AND NOT EXISTS ( SELECT 1 FROM sync_pass_blocked b WHERE b.table_name = h.table_name AND b.key = h.key)

@@ -27,7 +27,8 @@ use crate::relay::scratch;
 use crate::spi;
 use crate::statements::relay::plan::{
     BLOCKED, CHANGED_ROWS, CHANGED_ROWS_OF_WHOLE_BATCH, DEFER_PROVISIONING, READ_GROUP_NOTES,
-    READ_NOTES, REFUSED_DUE, RELEASE_CHANGED, RELEASE_DUE, REPLICAS, TAKE_BACK_LET_GO, TOUCHED,
+    READ_NOTES, REFUSED_DUE, RELEASE_CHANGED, RELEASE_DUE, REPLICAS, RESEND_HELD, TAKE_BACK_LET_GO,
+    TOUCHED,
 };
 
 /// What planning found.
@@ -42,6 +43,9 @@ pub struct Planned {
 /// Reads the pending notes and works out what every live replica is sent.
 /// `let_go` names the tables no longer mirrored (relay/redeclared.rs):
 /// every row of them a replica kept up to date holds is taken back.
+/// `resent_as_held` names the tables whose columns changed, and nothing
+/// else of them: every row of them a replica kept up to date holds is sent
+/// again, as it is held.
 /// `stopped` names the tables not planned while the database differs from
 /// their declarations (declare/drift.rs): their notes, rows set aside and
 /// refusals wait where they are, and no replica is provisioned meanwhile
@@ -53,6 +57,7 @@ pub fn plan(
     retry_all: bool,
     stopped_tables: &[String],
     let_go: &[String],
+    resent_as_held: &[String],
 ) -> Planned {
     let stopped = || stopped_tables.to_vec().into();
     let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into(), stopped()]);
@@ -100,10 +105,14 @@ pub fn plan(
         true => 0,
         false => spi::run_counting(TAKE_BACK_LET_GO, &[let_go.to_vec().into()]),
     };
+    let resent = match resent_as_held.is_empty() {
+        true => 0,
+        false => spi::run_counting(RESEND_HELD, &[resent_as_held.to_vec().into()]),
+    };
     scratch::analyze(&["sync_pass_plan"]);
     Planned {
         notes: (notes + group_notes) as i64,
-        anything: provisioning || changes + taken_back > 0,
+        anything: provisioning || changes + taken_back + resent > 0,
     }
 }
 
