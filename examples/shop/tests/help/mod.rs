@@ -276,9 +276,17 @@ impl Browser {
 
     /// Every open page as it is now, saved as `step-page.png`.
     pub fn screenshots(&mut self, step: &str) {
+        let began = Instant::now();
         println!("{step}: {:.1?} into the walk", self.started.elapsed());
-        for page in self.pages.clone() {
-            self.screenshot_of(&page, step);
+        let shots: Vec<[String; 2]> = self
+            .pages
+            .iter()
+            .map(|page| [page.clone(), screenshot(&format!("{step}-{page}"))])
+            .collect();
+        self.ask(json!({ "screenshots": shots }));
+        let took = began.elapsed();
+        if took > Duration::from_secs(2) {
+            println!("  (its screenshots took {took:.1?})");
         }
     }
 

@@ -14,6 +14,7 @@
 //        "patience": MS waits that long at most (20 s unless told)
 //   {"page": NAME, "read": CSS}   what each element CSS picks shows
 //   {"page": NAME, "screenshot": FILE}
+//   {"screenshots": [[NAME, FILE], ...]}   several pages, one after another
 //   {"quit": true}
 //
 // An answer is {"texts": [...]}, or {"error": why, "texts": [...]} with
@@ -65,6 +66,14 @@ async function wait(page, { wait: css, text, count, patience }) {
   }
 }
 
+// A tab in the background is drawn only when Chromium gets round to it
+// (a second or more here): brought to the front, it is drawn at once.
+async function screenshot(page, file) {
+  mkdirSync(dirname(file), { recursive: true })
+  await page.bringToFront()
+  await page.screenshot({ path: file, fullPage: true })
+}
+
 async function main() {
   const profile = mkdtempSync(join(tmpdir(), 'shop-chromium-'))
   const context = await chromium.launchPersistentContext(profile, {
@@ -79,6 +88,15 @@ async function main() {
     try {
       const c = JSON.parse(line)
       if (c.quit) break
+      if (c.screenshots) {
+        for (const [name, file] of c.screenshots) {
+          const page = pages.get(name)
+          if (!page) throw new Error(`no page ${name}`)
+          await screenshot(page, file)
+        }
+        answer({ texts: [] })
+        continue
+      }
       if (c.open) {
         const page = pages.size === 0 && context.pages()[0] ? context.pages()[0] : await context.newPage()
         pages.set(c.open, page)
@@ -107,8 +125,7 @@ async function main() {
       } else if (c.read) {
         answer({ texts: await texts(page, c.read) })
       } else if (c.screenshot) {
-        mkdirSync(dirname(c.screenshot), { recursive: true })
-        await page.screenshot({ path: c.screenshot, fullPage: true })
+        await screenshot(page, c.screenshot)
         answer({ texts: [] })
       } else {
         throw new Error(`what is ${line}?`)
