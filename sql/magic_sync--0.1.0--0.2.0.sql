@@ -506,6 +506,50 @@ REVOKE ALL ON PROCEDURE sync.what_if(text, jsonb) FROM PUBLIC;
 -- before, and records them.
 ALTER TABLE sync.relay_state ADD COLUMN declared_parts jsonb;
 
+-- A delivery in one call (issue 37): sync.take acknowledges what a device
+-- applied, files its report, and answers the next message and whether more
+-- waits. It files as sync.receive does, switching itself (so no SECURITY
+-- DEFINER). Roles let take and acknowledge before (sync.allow_gateway) are
+-- let call it too, as the function now grants.
+CREATE FUNCTION sync."take"(
+	"replica" uuid,
+	"ack" TEXT,
+	"report" bytea
+) RETURNS TABLE (
+	"id" TEXT,
+	"message" bytea,
+	"reported" bool,
+	"more" bool
+)
+VOLATILE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'take_wrapper';
+REVOKE ALL ON FUNCTION sync.take(uuid, text, bytea) FROM PUBLIC;
+DO $$
+DECLARE
+    gateway regrole;
+BEGIN
+    FOR gateway IN
+        SELECT a.grantee::regrole
+        FROM pg_proc p, aclexplode(p.proacl) a
+        WHERE p.oid = 'sync.ack_next(uuid, text)'::regprocedure
+          AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner AND a.grantee <> 0
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION sync.take(uuid, text, bytea) TO %s', gateway);
+    END LOOP;
+END
+$$;
+CREATE OR REPLACE FUNCTION sync.allow_gateway(gateway regrole) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- A regrole prints as a quoted identifier.
+    EXECUTE format('GRANT USAGE ON SCHEMA sync TO %s', gateway);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION sync.next(uuid), sync.ack(uuid, text), '
+                   'sync.ack_next(uuid, text), sync.take(uuid, text, bytea), '
+                   'sync.receive(uuid, bytea) TO %s', gateway);
+END
+$$;
+
 -- A column added reaches a register's build when it has it (issue 36): a
 -- replica says the columns its build holds of each table the server sends
 -- it once per open (Up.columns); the server keeps them, and notes a table

@@ -40,9 +40,10 @@ REVOKE ALL ON FUNCTION sync.overview(jsonb, integer), sync.listing(jsonb, text, 
 ALTER FUNCTION sync.next(uuid) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION sync.ack(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION sync.ack_next(uuid, text) SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
--- sync.receive(uuid, bytea) runs as the owner too, but switches itself
--- (pg_magic_sync/src/file/acting.rs): it must know who called and from
--- where, for what the host's tables see is the caller's (its grants, its
--- row policies, the role its filing hook takes, its search_path), and a
--- SECURITY DEFINER function has lost that before its code runs. So it is
--- left SECURITY INVOKER here, without a SET clause.
+-- sync.receive(uuid, bytea), and sync.take(uuid, text, bytea), which files
+-- a report as sync.receive does, run as the owner too, but switch
+-- themselves (pg_magic_sync/src/file/acting.rs): they must know who called
+-- and from where, for what the host's tables see is the caller's (its
+-- grants, its row policies, the role its filing hook takes, its
+-- search_path), and a SECURITY DEFINER function has lost that before its
+-- code runs. So they are left SECURITY INVOKER here, without a SET clause.

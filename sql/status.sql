@@ -755,11 +755,11 @@ $$;
 
 -- Lets `gateway` (a device gateway's role) take and acknowledge messages
 -- and file uploads, and nothing else: USAGE on schema sync and EXECUTE on
--- sync.next, sync.ack, sync.ack_next and sync.receive. They run as the
--- extension's owner (sql/privileges.sql), so the gateway is given no engine
--- table and no function of sync_internal; the rows it files are written as
--- it (or as the role the senders' filing hook takes), so the host grants it
--- those.
+-- sync.next, sync.ack, sync.ack_next, sync.take and sync.receive. They run
+-- as the extension's owner (sql/privileges.sql), so the gateway is given no
+-- engine table and no function of sync_internal; the rows it files are
+-- written as it (or as the role the senders' filing hook takes), so the
+-- host grants it those.
 -- The owner's to call.
 CREATE FUNCTION sync.allow_gateway(gateway regrole) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -767,6 +767,7 @@ BEGIN
     -- A regrole prints as a quoted identifier.
     EXECUTE format('GRANT USAGE ON SCHEMA sync TO %s', gateway);
     EXECUTE format('GRANT EXECUTE ON FUNCTION sync.next(uuid), sync.ack(uuid, text), '
-                   'sync.ack_next(uuid, text), sync.receive(uuid, bytea) TO %s', gateway);
+                   'sync.ack_next(uuid, text), sync.take(uuid, text, bytea), '
+                   'sync.receive(uuid, bytea) TO %s', gateway);
 END
 $$;

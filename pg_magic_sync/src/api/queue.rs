@@ -1,10 +1,14 @@
 //! The default transport (docs/src/server.md, "The default transport"): a
 //! device, or a gateway before many, takes its next message and
-//! acknowledges it (and, in the same call, takes the one after).
+//! acknowledges it (and, in the same call, takes the one after); or, in
+//! one call a delivery, acknowledges what it applied, files its report of
+//! it, and takes the next (`sync.take`).
 
 use pgrx::prelude::*;
 
+use crate::file::{self, acting};
 use crate::publish::queue;
+use crate::spi::from_pg;
 use crate::version;
 
 /// `sync.next(replica)`: the replica's next message and its id, or no row
@@ -37,4 +41,48 @@ fn ack_next(
     version::check();
     queue::ack(replica, id);
     TableIterator::new(queue::next(replica))
+}
+
+/// `sync.take(replica, ack, report)`: a device's delivery in one call. It
+/// files `report` (an Up; NULL: none), acknowledges the message `ack`
+/// (NULL: none), and answers the message then at the head of the queue and
+/// its id (both NULL when none waits), whether it filed the report, and
+/// whether another message waits behind the one it answers (a device told
+/// none waits for the notification of the next pass before it asks again).
+///
+/// The report is filed as `sync.receive` files it, as the caller, but only
+/// when no relay pass runs now (a filing waits for the pass, and the
+/// message the pass writes would be taken later for it), and in a
+/// subtransaction of its own: a report it could not file, for whatever
+/// reason, is answered `reported` false and is the device's to send with
+/// `sync.receive`, while the acknowledgement and the take stand.
+#[pg_extern(volatile)]
+fn take(
+    replica: pgrx::Uuid,
+    ack: Option<&str>,
+    report: Option<&[u8]>,
+) -> TableIterator<
+    'static,
+    (
+        name!(id, Option<String>),
+        name!(message, Option<Vec<u8>>),
+        name!(reported, bool),
+        name!(more, bool),
+    ),
+> {
+    version::check();
+    let (head, reported) = acting::as_owner(|caller| {
+        let reported = report.is_some_and(|bytes| {
+            queue::gate_open()
+                && acting::in_subtransaction(|| file::file_up(from_pg(replica), bytes, caller))
+                    .is_ok()
+        });
+        if let Some(id) = ack {
+            queue::ack(replica, id);
+        }
+        (queue::next_and_more(replica), reported)
+    });
+    let ((head, more), reported) = (head, reported);
+    let (id, message) = head.map_or((None, None), |(id, message)| (Some(id), Some(message)));
+    TableIterator::once((id, message, reported, more))
 }

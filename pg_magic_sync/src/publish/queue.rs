@@ -6,15 +6,23 @@
 //! or late, takes nothing else out.
 
 use crate::error::Error;
+use crate::locks::GATE;
 use crate::message::envelope::{self, Kind};
 use crate::spi;
-use crate::statements::publish::queue::{ACK, HEAD_OF_QUEUE};
+use crate::statements::publish::queue::{ACK, GATE_OPEN, HEAD_OF_QUEUE};
 
 /// The replica's next message and its id, or None when none waits. It
 /// stays at the head of the queue until acknowledged.
 pub fn next(replica: pgrx::Uuid) -> Option<(String, Vec<u8>)> {
-    spi::select(HEAD_OF_QUEUE, Some(1), &[replica.into()], |mut rows| {
-        rows.next().map(|row| {
+    next_and_more(replica).0
+}
+
+/// The replica's next message and its id, as `next`, and whether another
+/// waits behind it: a device told none does not ask again after applying
+/// it, but waits for the notification of the next pass (sync.take).
+pub fn next_and_more(replica: pgrx::Uuid) -> (Option<(String, Vec<u8>)>, bool) {
+    spi::select(HEAD_OF_QUEUE, Some(2), &[replica.into()], |mut rows| {
+        let head = rows.next().map(|row| {
             let id: String = spi::column(&row, 1, "sync.outbox.id");
             let kind: String = spi::column(&row, 2, "sync.outbox.kind");
             let head: Vec<u8> = spi::column(&row, 3, "sync.outbox.head");
@@ -23,7 +31,8 @@ pub fn next(replica: pgrx::Uuid) -> Option<(String, Vec<u8>)> {
             let kind = Kind::from_name(&kind)
                 .unwrap_or_else(|| Error::unknown("sync.outbox.kind", &kind).raise());
             (id, envelope::to_replica(kind, &head, &body))
-        })
+        });
+        (head, rows.next().is_some())
     })
 }
 
@@ -31,4 +40,12 @@ pub fn next(replica: pgrx::Uuid) -> Option<(String, Vec<u8>)> {
 /// that took a message out of its queue.
 pub fn ack(replica: pgrx::Uuid, id: &str) -> bool {
     spi::one::<bool>(ACK, &[replica.into(), id.into()]).unwrap_or(false)
+}
+
+/// Whether no relay pass runs now: the filing gate (gate.rs) is then held
+/// open for this transaction. A filing that would wait for a pass instead
+/// answers at once, so the message the pass writes is not taken later for
+/// it (`sync.take`).
+pub fn gate_open() -> bool {
+    spi::one::<bool>(GATE_OPEN, &[GATE.into()]).unwrap_or(false)
 }

@@ -140,7 +140,23 @@ impl Push {
 
     fn send(&mut self, nats: &mut Nats) -> Result<Pushed, Error> {
         self.remake(nats)?;
-        file_uploads(nats)?;
+        // What the passes wrote goes before the Ups that came are filed:
+        // with a hundred registers, their reports of the last change took
+        // the worker longer to file than the next change took to come,
+        // and every register waited for them (issue 37). What filing
+        // answers (a Filed) goes at once after.
+        let published = self.publish(nats)?;
+        if !file_uploads(nats)? {
+            return Ok(published);
+        }
+        let answered = self.publish(nats)?;
+        Ok(Pushed {
+            more: published.more || answered.more,
+        })
+    }
+
+    /// Publishes what is due, a few rounds of it.
+    fn publish(&mut self, nats: &mut Nats) -> Result<Pushed, Error> {
         let concurrency = settings::CONCURRENCY.get().max(1) as usize;
         for _ in 0..SENDS_PER_PUSH {
             let due = transaction(false, || outbox::due(concurrency * 4))?;
@@ -265,9 +281,12 @@ impl Push {
 /// Files each Up that came, in order, under the replica its subject names.
 /// One whose filing failed is handed out again later, and so is every
 /// later one of its replica, so a replica's Ups are filed in order.
-fn file_uploads(nats: &mut Nats) -> Result<(), Error> {
+/// Answers whether any came.
+fn file_uploads(nats: &mut Nats) -> Result<bool, Error> {
     let mut held_back: Vec<(uuid::Uuid, Duration)> = Vec::new();
+    let mut came = false;
     for upload in nats.uploads() {
+        came = true;
         let Some(replica) = upload.replica else {
             pgrx::warning!(
                 "{NAME}: an Up on {} names no replica: dropped",
@@ -299,7 +318,7 @@ fn file_uploads(nats: &mut Nats) -> Result<(), Error> {
             }
         }
     }
-    Ok(())
+    Ok(came)
 }
 
 fn file(replica: uuid::Uuid, upload: &Upload) -> Result<(), Error> {

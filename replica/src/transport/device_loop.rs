@@ -190,6 +190,11 @@ pub fn run<T: Transport + ?Sized>(
             Err(fault) => looping.pause_after(fault),
         }
     }
+    if looping.connected {
+        // An acknowledgement put off goes now; lost, it costs a
+        // redelivery, which changes nothing.
+        let _ = looping.transport.settle();
+    }
     control.set_waker(None);
     (looping.report)(Status::Stopped);
 }
@@ -263,8 +268,19 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             }
             self.held_until = None;
         }
+        // The first take of a turn carries the report of what was applied
+        // once it is due, where the transport can: one round trip says it
+        // and takes what came since. The takes of a burst carry none, so
+        // one report covers the burst.
+        let mut first = true;
         while !self.control.is_stopping() {
-            let Some(delivery) = self.transport.next().map_err(Fault::Transport)? else {
+            let delivery = if first {
+                first = false;
+                self.take_reporting()?
+            } else {
+                self.transport.next().map_err(Fault::Transport)?
+            };
+            let Some(delivery) = delivery else {
                 return Ok(());
             };
             match self.replica.receive(&delivery.bytes) {
@@ -297,6 +313,68 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             }
         }
         Ok(())
+    }
+
+    /// Takes the next message, carrying the report of what was applied
+    /// when the transport can and one is due: an Up of the first lane
+    /// without rows (what was applied, rejections, digests, backlog). One
+    /// with rows, or one the transport did not take, goes as any Up does.
+    fn take_reporting(&mut self) -> Result<Option<super::Delivery<T::Handle>>, Fault> {
+        let first_lane = self
+            .replica
+            .settings()
+            .lanes
+            .first()
+            .map(|l| l.name.clone());
+        // Only a report due: one carried sooner would be filed before the
+        // take answers, in the way of the message it takes (with a hundred
+        // registers woken by one pass, a hundred filings before the last
+        // register's take), and would cover fewer messages.
+        let due = self
+            .unreported_since
+            .is_some_and(|since| Instant::now() >= since + self.options.report_after);
+        let report = match first_lane {
+            Some(first) if due && self.transport.carries_reports() => {
+                self.first_lane_report(&first)?
+            }
+            _ => None,
+        };
+        let taken = self.transport.take(report.as_ref());
+        if let Some(up) = &report {
+            match &taken {
+                Ok((_, true)) => {
+                    self.replica.sent(up).map_err(Fault::Replica)?;
+                    self.unreported_since = None;
+                    (self.report)(Status::Sent {
+                        lane: up.lane.clone(),
+                        upload: None,
+                    });
+                }
+                _ => {
+                    self.replica
+                        .refused(up, Refusal::Transient)
+                        .map_err(Fault::Replica)?;
+                }
+            }
+        }
+        Ok(taken.map_err(Fault::Transport)?.0)
+    }
+
+    /// The first lane's next Up, if it carries no rows.
+    fn first_lane_report(&mut self, lane: &str) -> Result<Option<Upload>, Fault> {
+        Ok(
+            match self.replica.next_up_on(lane).map_err(Fault::Replica)? {
+                Some(up) if up.number().is_none() => Some(up),
+                Some(up) => {
+                    // Rows: they go as an Up of their own, built again.
+                    self.replica
+                        .refused(&up, Refusal::Transient)
+                        .map_err(Fault::Replica)?;
+                    None
+                }
+                None => None,
+            },
+        )
     }
 
     /// Sends every Up the replica has, of every lane; answers whether it
@@ -409,6 +487,10 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     /// Waits for news: a message, a poke, a stop, or `poll_every` passing
     /// (or the end of a hold, or wishes to offer again).
     fn wait(&mut self) -> Result<(), Fault> {
+        if self.report_at.is_none() {
+            // No report is due to carry what the transport put off.
+            self.transport.settle().map_err(Fault::Transport)?;
+        }
         let backlog = self.replica.progress().map_err(Fault::Replica)?;
         (self.report)(Status::Waiting { backlog });
         let mut until = Instant::now() + self.options.poll_every;

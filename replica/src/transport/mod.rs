@@ -77,6 +77,34 @@ pub trait Transport {
     /// transport took it for good (stored, or filed).
     fn send(&mut self, up: &Upload) -> Result<(), Error>;
 
+    /// Whether [`take`](Transport::take) can carry a report of what was
+    /// applied in the round trip that takes the next message (the queue
+    /// can). Then the loop hands the report over as it takes, rather than
+    /// in an Up of its own.
+    fn carries_reports(&self) -> bool {
+        false
+    }
+
+    /// The next message, as [`next`](Transport::next), handing over
+    /// `report` (an Up of the first lane that carries no rows) on the way
+    /// where the transport can. Answers the message, if one waits, and
+    /// whether the transport took the report; one it did not take is the
+    /// loop's to [`send`](Transport::send).
+    fn take(
+        &mut self,
+        report: Option<&Upload>,
+    ) -> Result<(Option<Delivery<Self::Handle>>, bool), Error> {
+        let _ = report;
+        Ok((self.next()?, false))
+    }
+
+    /// Sends what the transport put off (an acknowledgement it meant to
+    /// carry with the next take): the loop calls it before it waits with
+    /// nothing due, and as it stops.
+    fn settle(&mut self) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// Waits up to `timeout` for news: answers `true` when a message may
     /// wait, `false` when the time ran out (or the wait was cut short).
     fn wait(&mut self, timeout: Duration) -> Result<bool, Error>;

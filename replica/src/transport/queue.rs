@@ -1,7 +1,9 @@
 //! A client of the server's default transport, a queue in its database
 //! (feature `pg-queue`): `sync.next(replica)` answers the next message and
 //! its id (it stays until acknowledged), `sync.ack(replica, id)` releases
-//! it, and `sync.receive(replica, bytes)` files an Up.
+//! it, and `sync.receive(replica, bytes)` files an Up. `sync.take(replica,
+//! ack, report)` does the three in one call where the server has it (0.2.0
+//! on): [`Queue`] takes its messages with it.
 //!
 //! A message is acknowledged only after `receive` returned `Ok`: then it is
 //! committed, or changed nothing. One of a later protocol is left
@@ -47,6 +49,10 @@ const RELEASE: &str = "SELECT sync.ack($1, $2)";
 const RELEASE_AND_TAKE: &str = "SELECT id, message FROM sync.ack_next($1, $2)";
 /// Files an Up: answers the server's verdict, as its text.
 const FILE: &str = "SELECT sync.receive($1, $2)::text";
+/// Releases a message (if any), files a report (if any) and takes what is
+/// then the head, in one call: the head (or NULLs), whether the report was
+/// filed, and whether another message waits behind the head.
+const TAKE_AND_REPORT: &str = "SELECT id, message, reported, more FROM sync.take($1, $2, $3)";
 
 /// The message (its id and bytes) that `statement`, TAKE or
 /// RELEASE_AND_TAKE as text or prepared, answers, if any.
@@ -171,6 +177,13 @@ pub struct Queue<T = NoTls> {
     /// a message rather than three. Forgotten by anything else the loop
     /// does, after which the queue is asked again.
     after_ack: Option<Option<Delivery<String>>>,
+    /// An acknowledgement put off: the last take said nothing waited
+    /// behind the message, so the next take (at the next notification, or
+    /// with the report of it) carries it, and `settle` sends it otherwise.
+    deferred: Option<String>,
+    /// Whether the last take said another message waited behind the one
+    /// it answered.
+    more: bool,
 }
 
 /// A connection LISTENing on the replica's channel, and the statements the
@@ -181,6 +194,15 @@ struct Connected {
     take: Statement,
     release_and_take: Statement,
     file: Statement,
+    /// `sync.take`, where the server has it (and lets this role call it).
+    take_and_report: Option<Statement>,
+}
+
+/// What one `sync.take` answered.
+struct Taken {
+    head: Option<Delivery<String>>,
+    reported: bool,
+    more: bool,
 }
 
 impl Connected {
@@ -201,6 +223,56 @@ impl Connected {
     fn file(&mut self, me: Uuid, bytes: &[u8]) -> Result<String, postgres::Error> {
         verdict_of(&mut self.pg, &self.file, me, bytes)
     }
+
+    /// One round trip: releases `ack`, files `report`, takes the head.
+    /// A server without `sync.take`, or that does not let this role call
+    /// it, is asked as before (next, or release and take) from then on.
+    fn take_and_report(
+        &mut self,
+        me: Uuid,
+        ack: Option<&str>,
+        report: Option<&[u8]>,
+    ) -> Result<Taken, postgres::Error> {
+        if let Some(statement) = &self.take_and_report {
+            match self.pg.query_one(statement, &[&me, &ack, &report]) {
+                Ok(row) => {
+                    let id: Option<String> = row.get(0);
+                    let bytes: Option<Vec<u8>> = row.get(1);
+                    return Ok(Taken {
+                        head: id
+                            .zip(bytes)
+                            .map(|(handle, bytes)| Delivery { handle, bytes }),
+                        reported: row.get(2),
+                        more: row.get(3),
+                    });
+                }
+                Err(e) if cannot_call(&e) => {
+                    log::warn!(
+                        "the server's sync.take cannot be called ({e}): taking messages as before"
+                    );
+                    self.take_and_report = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let head = match ack {
+            Some(id) => self.release_and_take(me, id)?,
+            None => self.take(me)?,
+        };
+        Ok(Taken {
+            head,
+            reported: false,
+            more: true,
+        })
+    }
+}
+
+/// A function the server lacks (a release before 0.2.0), or one this
+/// role may not call (let take and acknowledge before the upgrade).
+fn cannot_call(error: &postgres::Error) -> bool {
+    error.code().is_some_and(|code| {
+        code == &SqlState::UNDEFINED_FUNCTION || code == &SqlState::INSUFFICIENT_PRIVILEGE
+    })
 }
 
 impl Queue<NoTls> {
@@ -233,6 +305,8 @@ where
             me,
             connected: None,
             after_ack: None,
+            deferred: None,
+            more: true,
         }
     }
 
@@ -240,6 +314,19 @@ where
         self.connected
             .as_mut()
             .ok_or_else(|| Error::TransportDown("not connected to the server's queue".to_owned()))
+    }
+
+    /// One round trip carrying the acknowledgement put off, if any, and
+    /// `report`.
+    fn round_trip(&mut self, report: Option<&[u8]>) -> Result<Taken, Error> {
+        let me = self.me;
+        let ack = self.deferred.take();
+        let taken = self
+            .connected()?
+            .take_and_report(me, ack.as_deref(), report)
+            .map_err(failure)?;
+        self.more = taken.more;
+        Ok(taken)
     }
 }
 
@@ -256,6 +343,9 @@ where
     fn connect(&mut self) -> Result<(), Error> {
         self.connected = None;
         self.after_ack = None;
+        // Lost, an acknowledgement costs a redelivery, which changes nothing.
+        self.deferred = None;
+        self.more = true;
         let mut pg = self.config.connect(self.tls.clone()).map_err(failure)?;
         // The channel's name has a colon: quoted, as an identifier.
         let listen = format!("LISTEN \"{}\"", channel(self.me));
@@ -263,11 +353,17 @@ where
         let take = pg.prepare(TAKE).map_err(failure)?;
         let release_and_take = pg.prepare(RELEASE_AND_TAKE).map_err(failure)?;
         let file = pg.prepare(FILE).map_err(failure)?;
+        let take_and_report = match pg.prepare(TAKE_AND_REPORT) {
+            Ok(statement) => Some(statement),
+            Err(e) if cannot_call(&e) => None,
+            Err(e) => return Err(failure(e)),
+        };
         self.connected = Some(Connected {
             pg,
             take,
             release_and_take,
             file,
+            take_and_report,
         });
         Ok(())
     }
@@ -276,19 +372,46 @@ where
         if let Some(found) = self.after_ack.take() {
             return Ok(found);
         }
-        let me = self.me;
-        self.connected()?.take(me).map_err(failure)
+        Ok(self.round_trip(None)?.head)
     }
 
     fn ack(&mut self, handle: String) -> Result<(), Error> {
-        let me = self.me;
+        // Nothing waited behind it when it was taken: the next take carries
+        // the acknowledgement, with the report of the message, or at the
+        // next pass's notification. Whatever comes meanwhile is notified.
+        if !self.more {
+            self.deferred = Some(handle);
+            self.after_ack = Some(None);
+            return Ok(());
+        }
         // A message the queue no longer held (acknowledged before, the
         // acknowledgement's answer lost) is gone all the same.
-        let head = self
-            .connected()?
-            .release_and_take(me, &handle)
-            .map_err(failure)?;
+        self.deferred = Some(handle);
+        let head = self.round_trip(None)?.head;
         self.after_ack = Some(head);
+        Ok(())
+    }
+
+    fn carries_reports(&self) -> bool {
+        self.connected
+            .as_ref()
+            .is_some_and(|c| c.take_and_report.is_some())
+    }
+
+    fn take(&mut self, report: Option<&Upload>) -> Result<(Option<Delivery<String>>, bool), Error> {
+        let Some(report) = report else {
+            return Ok((self.next()?, false));
+        };
+        self.after_ack = None;
+        let taken = self.round_trip(Some(&report.bytes))?;
+        Ok((taken.head, taken.reported))
+    }
+
+    fn settle(&mut self) -> Result<(), Error> {
+        if self.deferred.is_some() {
+            self.after_ack = None;
+            self.round_trip(None)?;
+        }
         Ok(())
     }
 

@@ -36,10 +36,17 @@ describe('a register', () => {
 
 describe('the head office', () => {
   it('counts the receipts filed per register', () => {
+    const tea = { product: 'Tea', quantity: 1, price_cents: 250 }
     const receipts = [
-      { id: 'a', register: 'Register 1', product: 'Tea', total_cents: 250, sold_at: '' },
-      { id: 'b', register: 'Register 2', product: 'Tea', total_cents: 250, sold_at: '' },
-      { id: 'c', register: 'Register 2', product: 'Cake', total_cents: 450, sold_at: '' },
+      { id: 'a', register: 'Register 1', total_cents: 250, sold_at: '', lines: [tea] },
+      { id: 'b', register: 'Register 2', total_cents: 250, sold_at: '', lines: [tea] },
+      {
+        id: 'c',
+        register: 'Register 2',
+        total_cents: 900,
+        sold_at: '',
+        lines: [{ product: 'Cake', quantity: 2, price_cents: 450 }],
+      },
     ]
     expect(Object.fromEntries(receiptsPerRegister(receipts))).toEqual({ 'Register 1': 1, 'Register 2': 2 })
   })
