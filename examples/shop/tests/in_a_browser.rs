@@ -241,6 +241,41 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_not_answering_back_
     browser.counts("head-office", &places_of("Tart", "holds"), 3);
     browser.screenshots("5-register-3-fixed");
 
+    // The book's own example, --refuse Tea, where Tea is in the catalog
+    // from the start: Register 4 refuses it in its first provisioning,
+    // turns red, the problems say why, and every other product reaches
+    // it; started again without the bug, Tea gets through, and green.
+    let register_4 = shop.start_register(4, &["--refuse", "Tea"]);
+    let browser = &mut shop.browser;
+    let on_4 = browser.counts_within(
+        "register-4",
+        ".held-catalog .product",
+        5,
+        Duration::from_secs(30),
+    );
+    assert!(!on_4.iter().any(|p| p.starts_with("Tea ")), "{on_4:?}");
+    browser.counts("head-office", RED, 1);
+    browser.shows(
+        "head-office",
+        &dashboard_register("awaiting_fix"),
+        "Register 4",
+    );
+    browser.shows(
+        "head-office",
+        ".msd-dashboard",
+        "this build cannot sell Tea",
+    );
+    let aside = browser.counts("head-office", &places_of("Tea", "set_aside"), 1);
+    assert!(aside[0].contains("Register 4"), "{aside:?}");
+    browser.screenshots("5-register-4-refuses-tea");
+    drop(register_4);
+    let register_4 = shop.start_register(4, &[]);
+    let browser = &mut shop.browser;
+    browser.counts_within("register-4", &held("Tea"), 1, Duration::from_secs(60));
+    browser.counts_within("head-office", GREEN, 1, Duration::from_secs(60));
+    browser.counts("head-office", &places_of("Tea", "holds"), 4);
+    browser.screenshots("5-register-4-fixed");
+
     // The head office restarted while Register 1 is offline and a price
     // has changed: what it queued for Register 1 is in its database, and
     // back online, Register 1 gets it.
@@ -258,7 +293,9 @@ fn the_first_things_to_try_walked_in_a_browser_added_offline_not_answering_back_
     browser.shows("register-1", &held("Coffee"), "Coffee 3.20");
     browser.shows("register-2", &held("Coffee"), "Coffee 3.20");
     browser.shows("register-3", &held("Coffee"), "Coffee 3.20");
+    browser.shows("register-4", &held("Coffee"), "Coffee 3.20");
     browser.counts("head-office", GREEN, 1);
     browser.screenshots("6-head-office-restarted");
     drop(register_3);
+    drop(register_4);
 }

@@ -217,6 +217,12 @@ impl Browser {
         }
     }
 
+    /// Closes the tab `page` (its program stopped for good).
+    pub fn close(&mut self, page: &str) {
+        self.ask(json!({ "close": page }));
+        self.pages.retain(|p| p != page);
+    }
+
     pub fn click(&mut self, page: &str, css: &str) {
         self.ask(json!({ "page": page, "click": css }));
     }

@@ -15,6 +15,7 @@
 //   {"page": NAME, "read": CSS}   what each element CSS picks shows
 //   {"page": NAME, "screenshot": FILE}
 //   {"screenshots": [[NAME, FILE], ...]}   several pages, one after another
+//   {"close": NAME}   closes that tab
 //   {"quit": true}
 //
 // An answer is {"texts": [...]}, or {"error": why, "texts": [...]} with
@@ -94,6 +95,12 @@ async function main() {
           if (!page) throw new Error(`no page ${name}`)
           await screenshot(page, file)
         }
+        answer({ texts: [] })
+        continue
+      }
+      if (c.close) {
+        await pages.get(c.close)?.close()
+        pages.delete(c.close)
         answer({ texts: [] })
         continue
       }
