@@ -56,7 +56,7 @@ pub fn plan_changes(tables: &[Declared], journaled: &Journaled) -> u64 {
     }
     journal::split(journaled, Among::Current);
     let closes = closes_over_anything(tables);
-    gather_questions(tables, closes);
+    let nested_loops = gather_questions(tables, closes);
     keep(tables, journaled, closes);
     if closes {
         scratch::analyze(&["sync_pass_want", "sync_pass_question"]);
@@ -68,8 +68,25 @@ pub fn plan_changes(tables: &[Declared], journaled: &Journaled) -> u64 {
     } else {
         (PLAN_SENDS_OF_TOUCHED, PLAN_TAKE_BACKS_OF_TOUCHED)
     };
-    spi::run_counting(sends, &[]) + spi::run_counting(take_backs, &[])
+    let planned = spi::run_counting(sends, &[]) + spi::run_counting(take_backs, &[]);
+    if let Some(setting) = nested_loops {
+        spi::run_with(
+            "SELECT set_config('enable_nestloop', $1, true)",
+            &[setting.as_str().into()],
+        );
+    }
+    planned
 }
+
+/// Held rows touched beyond which the rest of the planning runs without
+/// nested loops. The planner sizes a join of the scratch tables on
+/// (replica, table, key) at one row (it multiplies the three columns'
+/// selectivities), and so runs the anti-joins after it as nested loops over
+/// the other table: with a declaration change touching 5,950 held orders
+/// of 10 registers, each such statement took 7 to 22 s (a minute of
+/// planning, where provisioning them all took 2.6 s); hashed, milliseconds.
+/// Below it, the nested loops over a few rows are what is cheapest.
+const MANY_HELD_TOUCHED: i64 = 1_000;
 
 /// Whether this pass looks up what is held of the rows touched a pair at a
 /// time (FEW_PAIRS_TOUCHED).
@@ -77,18 +94,31 @@ pub(crate) fn few_pairs_touched() -> bool {
     spi::one::<bool>(FEW_PAIRS_TOUCHED, &[]).unwrap_or(false)
 }
 
-/// Step 1: the rows in question, closed over what leaned on them.
-fn gather_questions(tables: &[Declared], closes: bool) {
+/// Step 1: the rows in question, closed over what leaned on them. With
+/// many held rows touched, turns nested loops off for the rest of the
+/// planning (`MANY_HELD_TOUCHED`), and answers the setting to put back.
+fn gather_questions(tables: &[Declared], closes: bool) -> Option<String> {
     if few_pairs_touched() {
         spi::run(TOUCHED_HELD_LOOKED_UP);
     } else {
         spi::run(TOUCHED_HELD);
     }
     scratch::analyze(&["sync_pass_touched_held"]);
+    let many = spi::one::<i64>("SELECT count(*) FROM sync_pass_touched_held", &[])
+        .is_some_and(|n| n > MANY_HELD_TOUCHED);
+    let nested_loops = match many {
+        true => {
+            let setting = spi::one::<String>("SELECT current_setting('enable_nestloop')", &[])
+                .unwrap_or_else(|| "on".to_owned());
+            spi::run("SELECT set_config('enable_nestloop', 'off', true)");
+            Some(setting)
+        }
+        false => None,
+    };
     // Without rows leaning on others, the rows in question are the touched
     // rows held, read from sync_pass_touched_held where they are asked of.
     if !closes {
-        return;
+        return nested_loops;
     }
     spi::run(TOUCHED_AND_HELD);
     spi::run("INSERT INTO sync_pass_frontier SELECT * FROM sync_pass_question");
@@ -101,6 +131,7 @@ fn gather_questions(tables: &[Declared], closes: bool) {
             break;
         }
     }
+    nested_loops
 }
 
 /// What the held versions of the frontier's rows point at, and the rows
