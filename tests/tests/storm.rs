@@ -5,8 +5,9 @@
 //! acknowledging, is busy, or is not heard for a while, a row the
 //! registers refuse until a deploy, a relay pass's backend terminated, the
 //! worker killed, PostgreSQL stopped immediately, a register's file put
-//! back to an older copy — and devices write receipts and their battery
-//! throughout. Each time the system settles, every register holds exactly
+//! back to an older copy, a deploy that changes a declaration (a rule
+//! turned, a column added or dropped) — and devices write receipts and
+//! their battery throughout. Each time the system settles, every register holds exactly
 //! what the server records for it; once calm and deployed, exactly what it
 //! should, every receipt filed once, and every provisioning explained.
 //!

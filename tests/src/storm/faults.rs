@@ -33,6 +33,8 @@ pub enum Fault {
     FileRestored,
     /// The server's database restored from an older dump.
     DumpRestored,
+    /// A deploy changed a declaration: a rule, or the columns that travel.
+    Redeclared,
 }
 
 impl fmt::Display for Fault {
@@ -50,6 +52,7 @@ impl fmt::Display for Fault {
             Fault::ServerRestarted => "postgres stopped immediately",
             Fault::FileRestored => "file restored from a copy",
             Fault::DumpRestored => "server restored from a dump",
+            Fault::Redeclared => "a declaration changed",
         };
         f.write_str(name)
     }

@@ -4,7 +4,7 @@
 //! refuse, a note on a register's state row), now and then a fault of the
 //! server's side (a relay pass's backend terminated, the worker killed,
 //! PostgreSQL stopped immediately, a register's file put back to an older
-//! copy), then each register's turn: it writes receipts and its battery,
+//! copy, a deploy that changes a declaration), then each register's turn: it writes receipts and its battery,
 //! and takes what waits for it — a fifth of the time with a fault — and
 //! says what it has to say. After every round no register holds a row
 //! without its parents; every few rounds the storm waits for the system to
@@ -28,6 +28,19 @@ use crate::walk::{self, Dice};
 use crate::Cluster;
 
 const DATABASE: &str = "storm";
+
+/// The customers' rule, as the walk declares it.
+const CUSTOMERS_RULE: &str =
+    "grouped(members => shop.list_members, assigned => shop.register_lists)";
+
+/// What the deploys changed of the walk's declarations: the orders' rule
+/// (assigned to a register, or broadcast), and a column of the customers
+/// that travels and no register's build holds.
+#[derive(Clone, Copy, Debug, Default)]
+struct Declared {
+    orders_broadcast: bool,
+    customers_nickname: bool,
+}
 
 /// How long the system may take to settle before the storm says it never
 /// did.
@@ -59,6 +72,9 @@ pub struct Storm {
     pub tally: Tally,
     log: Vec<String>,
     deployed: bool,
+    declared: Declared,
+    /// The declarations when the dump was taken: its restore puts them back.
+    declared_at_dump: Declared,
     live: BTreeMap<Uuid, bool>,
     pub rounds: usize,
     pub settlings: usize,
@@ -138,6 +154,8 @@ impl Storm {
             tally,
             log: Vec::new(),
             deployed: false,
+            declared: Declared::default(),
+            declared_at_dump: Declared::default(),
             live: ids.iter().map(|id| (*id, true)).collect(),
             rounds: 0,
             settlings: 0,
@@ -193,6 +211,7 @@ impl Storm {
             1 => self.kill_worker(n),
             2 => self.restart_server(n),
             3 | 4 => self.copy_or_restore(n),
+            5 => self.redeclare(n),
             _ => {}
         }
         for i in 0..self.registers.len() {
@@ -412,6 +431,36 @@ impl Storm {
         self.say(format!("round {n}: {me}'s file put back to its copy"));
     }
 
+    /// A deploy that changes a declaration, as a migration would: the
+    /// orders' rule turned (assigned to broadcast, or back), or a column of
+    /// the customers added or dropped with the table declared again in the
+    /// same transaction. No register is owed a provisioning for it: each is
+    /// sent only the difference (the rows a rule moves, the rows whose
+    /// columns changed), and a register whose build lacks the new column
+    /// applies the rows without it.
+    fn redeclare(&mut self, n: usize) {
+        let sql = if self.dice.roll(2) == 0 {
+            self.declared.orders_broadcast = !self.declared.orders_broadcast;
+            orders_declaration(self.declared.orders_broadcast)
+        } else {
+            self.declared.customers_nickname = !self.declared.customers_nickname;
+            let column = if self.declared.customers_nickname {
+                "ADD COLUMN nickname text DEFAULT 'new'"
+            } else {
+                "DROP COLUMN nickname"
+            };
+            format!(
+                "BEGIN; ALTER TABLE shop.customers {column}; \
+                 SELECT sync.declare_table('shop.customers', sync => '{CUSTOMERS_RULE}'); COMMIT;"
+            )
+        };
+        self.say(format!("round {n}: deploy: {sql}"));
+        self.pg
+            .batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        self.tally.fault(Fault::Redeclared);
+    }
+
     fn dump_file(&self) -> std::path::PathBuf {
         self.dir.path().join("storm.sql")
     }
@@ -421,6 +470,7 @@ impl Storm {
         let dump = self.dump_file();
         self.cluster.dump(DATABASE, &dump);
         self.filed_at_dump = self.all_filed();
+        self.declared_at_dump = self.declared;
         self.say(format!("round {n}: the server's database dumped"));
     }
 
@@ -436,6 +486,7 @@ impl Storm {
             .extend(filed.difference(&self.filed_at_dump));
         let dump = self.dump_file();
         self.cluster.restore(DATABASE, &dump);
+        self.declared = self.declared_at_dump;
         let mut admin = self.cluster.connect("postgres");
         // The restore committed asynchronously (the cluster's
         // synchronous_commit is off): written out before the stop, or its
@@ -708,6 +759,14 @@ impl Storm {
             .batch_execute("UPDATE shop.registers SET active = true WHERE NOT active")
             .unwrap();
         self.note_liveness(self.rounds);
+        // The walk's reference query knows the orders assigned: its rule
+        // back, as a last deploy.
+        if self.declared.orders_broadcast {
+            self.declared.orders_broadcast = false;
+            self.pg
+                .batch_execute(&orders_declaration(false))
+                .unwrap();
+        }
         self.deployed = true;
         for register in &mut self.registers {
             register.deploy();
@@ -830,6 +889,15 @@ impl Storm {
     pub fn elapsed(&self) -> Duration {
         self.began.elapsed()
     }
+}
+
+fn orders_declaration(broadcast: bool) -> String {
+    let rule = if broadcast {
+        "broadcast"
+    } else {
+        "assigned(register_id)"
+    };
+    format!("SELECT sync.declare_table('shop.orders', sync => '{rule}');")
 }
 
 fn worker_pid(pg: &mut Client) -> Option<i32> {
