@@ -763,9 +763,7 @@ impl Storm {
         // back, as a last deploy.
         if self.declared.orders_broadcast {
             self.declared.orders_broadcast = false;
-            self.pg
-                .batch_execute(&orders_declaration(false))
-                .unwrap();
+            self.pg.batch_execute(&orders_declaration(false)).unwrap();
         }
         self.deployed = true;
         for register in &mut self.registers {
