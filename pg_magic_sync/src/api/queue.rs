@@ -56,6 +56,9 @@ fn ack_next(
 /// subtransaction of its own: a report it could not file, for whatever
 /// reason, is answered `reported` false and is the device's to send with
 /// `sync.receive`, while the acknowledgement and the take stand.
+// pgrx reads the columns' names and types from the signature itself: the
+// row's type cannot be named apart.
+#[allow(clippy::type_complexity)]
 #[pg_extern(volatile)]
 fn take(
     replica: pgrx::Uuid,

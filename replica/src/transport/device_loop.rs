@@ -342,7 +342,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
         let taken = self.transport.take(report.as_ref());
         if let Some(up) = &report {
             match &taken {
-                Ok((_, true)) => {
+                Ok(super::Taken { reported: true, .. }) => {
                     self.replica.sent(up).map_err(Fault::Replica)?;
                     self.unreported_since = None;
                     (self.report)(Status::Sent {
@@ -357,7 +357,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                 }
             }
         }
-        Ok(taken.map_err(Fault::Transport)?.0)
+        Ok(taken.map_err(Fault::Transport)?.delivery)
     }
 
     /// The first lane's next Up, if it carries no rows.

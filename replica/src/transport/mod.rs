@@ -41,6 +41,13 @@ pub struct Delivery<H> {
     pub bytes: Vec<u8>,
 }
 
+/// What a take answered: the message, if one waits, and whether the
+/// transport took the report handed to it on the way.
+pub struct Taken<H> {
+    pub delivery: Option<Delivery<H>>,
+    pub reported: bool,
+}
+
 /// A client of one transport, as the device loop uses it (protocol §2):
 /// messages down, one at a time, each acknowledged by its own handle; Ups
 /// on each lane, in order.
@@ -90,12 +97,12 @@ pub trait Transport {
     /// where the transport can. Answers the message, if one waits, and
     /// whether the transport took the report; one it did not take is the
     /// loop's to [`send`](Transport::send).
-    fn take(
-        &mut self,
-        report: Option<&Upload>,
-    ) -> Result<(Option<Delivery<Self::Handle>>, bool), Error> {
+    fn take(&mut self, report: Option<&Upload>) -> Result<Taken<Self::Handle>, Error> {
         let _ = report;
-        Ok((self.next()?, false))
+        Ok(Taken {
+            delivery: self.next()?,
+            reported: false,
+        })
     }
 
     /// Sends what the transport put off (an acknowledgement it meant to

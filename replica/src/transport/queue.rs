@@ -27,7 +27,7 @@ use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Socket, Statement, ToStatement};
 use uuid::Uuid;
 
-use super::{Delivery, Transport, Waker};
+use super::{Delivery, Taken, Transport, Waker};
 use crate::apply::Received;
 use crate::error::Error;
 use crate::replica::Replica;
@@ -199,7 +199,7 @@ struct Connected {
 }
 
 /// What one `sync.take` answered.
-struct Taken {
+struct Answer {
     head: Option<Delivery<String>>,
     reported: bool,
     more: bool,
@@ -232,13 +232,13 @@ impl Connected {
         me: Uuid,
         ack: Option<&str>,
         report: Option<&[u8]>,
-    ) -> Result<Taken, postgres::Error> {
+    ) -> Result<Answer, postgres::Error> {
         if let Some(statement) = &self.take_and_report {
             match self.pg.query_one(statement, &[&me, &ack, &report]) {
                 Ok(row) => {
                     let id: Option<String> = row.get(0);
                     let bytes: Option<Vec<u8>> = row.get(1);
-                    return Ok(Taken {
+                    return Ok(Answer {
                         head: id
                             .zip(bytes)
                             .map(|(handle, bytes)| Delivery { handle, bytes }),
@@ -259,7 +259,7 @@ impl Connected {
             Some(id) => self.release_and_take(me, id)?,
             None => self.take(me)?,
         };
-        Ok(Taken {
+        Ok(Answer {
             head,
             reported: false,
             more: true,
@@ -318,7 +318,7 @@ where
 
     /// One round trip carrying the acknowledgement put off, if any, and
     /// `report`.
-    fn round_trip(&mut self, report: Option<&[u8]>) -> Result<Taken, Error> {
+    fn round_trip(&mut self, report: Option<&[u8]>) -> Result<Answer, Error> {
         let me = self.me;
         let ack = self.deferred.take();
         let taken = self
@@ -398,13 +398,19 @@ where
             .is_some_and(|c| c.take_and_report.is_some())
     }
 
-    fn take(&mut self, report: Option<&Upload>) -> Result<(Option<Delivery<String>>, bool), Error> {
+    fn take(&mut self, report: Option<&Upload>) -> Result<Taken<String>, Error> {
         let Some(report) = report else {
-            return Ok((self.next()?, false));
+            return Ok(Taken {
+                delivery: self.next()?,
+                reported: false,
+            });
         };
         self.after_ack = None;
-        let taken = self.round_trip(Some(&report.bytes))?;
-        Ok((taken.head, taken.reported))
+        let answer = self.round_trip(Some(&report.bytes))?;
+        Ok(Taken {
+            delivery: answer.head,
+            reported: answer.reported,
+        })
     }
 
     fn settle(&mut self) -> Result<(), Error> {

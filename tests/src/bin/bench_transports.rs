@@ -25,7 +25,10 @@
 //! `--rates 1000,2000,5000,...` (stepped up until the registers fall
 //! behind), `--step-seconds N` (60: the minute the target says),
 //! `--writers N` (4), `--rate-registers N` (10), `--products N` (100000)
-//! and `--lag-bound-ms N` (2000) for the sustained rate, and
+//! and `--lag-bound-ms N` (2000) for the sustained rate, `--pgbench` (the
+//! writers are pgbench, `-c 4 -j 2 -M prepared` paced with `-R`,
+//! single-row UPDATEs by random key, measured against pgbench unpaced on
+//! an undeclared copy of the products in the same cluster first), and
 //! `--ceiling-seconds N` (5; 0: none) for the writers unpaced after its
 //! steps, what the machine can offer at all; `--fleet N` (200)
 //! and `--fleet-changes N` (10) for the fleet; `--profile` prints, after
@@ -34,6 +37,15 @@
 //! too (`pg_stat_statements`), per call; `--server-settings 'a=1;b=2'` sets
 //! the server's settings beside the tests' own (`shared_buffers=1GB`
 //! unless given).
+//!
+//! `--builds before=PG_CONFIG,after=PG_CONFIG` runs commit to applied
+//! against each build in turn (each a copy of PostgreSQL with its own
+//! build of the extension installed), `--rounds N` (2) times alternating,
+//! and prints each figure of every round side by side, with the ratio of
+//! the last build's median to the first's: p50 and p99 commit to applied,
+//! and the registers' and the server's CPU per message applied. A build
+//! without `sync.take` (before 0.2.0) is taken the way it was: this
+//! program's registers fall back to the calls it has.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,6 +54,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use magic_sync_replica::transport::Options;
 use magic_sync_tests::args::{arg, flag, text_arg};
 use magic_sync_tests::figures::{median_and_p99, ms, quantile};
+use magic_sync_tests::pgbench::{by_name, pgbench_at, Run};
 use magic_sync_tests::registers::Fleet;
 use magic_sync_tests::worker_shop::{Transport, WorkerShop};
 use uuid::Uuid;
@@ -66,6 +79,10 @@ fn main() {
         .split(',')
         .map(|t| Transport::parse(t).expect("--transports names queue or nats"))
         .collect();
+    if let Some(builds) = text_arg("--builds") {
+        builds_part(&builds, &transports);
+        return;
+    }
     if only.contains("latency") {
         latency_part(&transports);
     }
@@ -123,8 +140,98 @@ fn latency_part(transports: &[Transport]) {
                     options.report_after = Duration::from_millis(ms);
                     println!("  (each register reports at most {ms} ms after applying)");
                 }
-                commit_to_applied(transport, registers, changes, spacing, &options);
+                let _ = commit_to_applied(transport, registers, changes, spacing, &options);
             }
+        }
+    }
+}
+
+/// What one commit-to-applied run measured.
+#[derive(Clone, Copy)]
+struct Figures {
+    p50: f64,
+    p99: f64,
+    /// CPU per message applied, ms: the registers (this process), the
+    /// server (every postgres process).
+    registers_ms: f64,
+    server_ms: f64,
+}
+
+/// Per transport and number of registers, each build's figures, a round
+/// at a time.
+type Runs = Vec<((Transport, usize), Vec<Vec<Figures>>)>;
+
+/// Commit to applied against each build of `--builds`, alternating for
+/// `--rounds`, then every figure side by side.
+fn builds_part(builds: &str, transports: &[Transport]) {
+    let builds: Vec<(String, String)> = builds
+        .split(',')
+        .map(|b| {
+            let (name, pg_config) = b
+                .split_once('=')
+                .expect("--builds takes name=PG_CONFIG,...");
+            (name.to_owned(), pg_config.to_owned())
+        })
+        .collect();
+    let rounds = arg::<usize>("--rounds", 2);
+    let changes = arg::<usize>("--changes", 1000);
+    let many = arg::<usize>("--registers", 100);
+    let counts = if many > 1 { vec![1, many] } else { vec![1] };
+    let options = Options::default();
+    // (transport, registers) -> per build, per round.
+    let mut runs: Runs = Vec::new();
+    for &transport in transports {
+        for &registers in &counts {
+            runs.push(((transport, registers), vec![Vec::new(); builds.len()]));
+        }
+    }
+    for round in 1..=rounds {
+        for (b, (name, pg_config)) in builds.iter().enumerate() {
+            println!("Round {round}, build {name} ({pg_config}):");
+            // The clusters read which PostgreSQL, and so which build, from
+            // PG_CONFIG as each starts; nothing else reads it meanwhile.
+            std::env::set_var("PG_CONFIG", pg_config);
+            for ((transport, registers), per_build) in runs.iter_mut() {
+                let figures = commit_to_applied(
+                    *transport,
+                    *registers,
+                    changes,
+                    Spacing::AfterReports,
+                    &options,
+                );
+                per_build[b].push(figures);
+            }
+        }
+    }
+    let median = |values: Vec<f64>| median_and_p99(values).0;
+    println!(
+        "\nSide by side ({changes} changes a run; each cell the rounds in order; ratio: the \
+         median of {} against that of {})",
+        builds.last().map_or("", |b| b.0.as_str()),
+        builds[0].0
+    );
+    type Pick = fn(&Figures) -> f64;
+    let rows: [(&str, Pick); 4] = [
+        ("p50 ms", |f| f.p50),
+        ("p99 ms", |f| f.p99),
+        ("register CPU ms/msg", |f| f.registers_ms),
+        ("server CPU ms/msg", |f| f.server_ms),
+    ];
+    for ((transport, registers), per_build) in &runs {
+        println!("  {} {registers} register(s):", transport.name());
+        for (label, pick) in rows {
+            let mut line = format!("    {label:<20}");
+            for (b, (name, _)) in builds.iter().enumerate() {
+                let cells: Vec<String> = per_build[b]
+                    .iter()
+                    .map(|f| format!("{:.3}", pick(f)))
+                    .collect();
+                line.push_str(&format!(" {name}: {:<26}", cells.join(" ")));
+            }
+            let first = median(per_build[0].iter().map(pick).collect());
+            let last = median(per_build[builds.len() - 1].iter().map(pick).collect());
+            line.push_str(&format!(" ratio {:.2}x", last / first));
+            println!("{line}");
         }
     }
 }
@@ -135,13 +242,16 @@ fn commit_to_applied(
     changes: usize,
     spacing: Spacing,
     options: &Options,
-) {
+) -> Figures {
     let (mut shop, fleet) = shop_with_fleet(transport, 100, registers, options);
     let failed = shop.failed_passes();
     let began = Instant::now();
-    let cpu_before = cpu_now();
+    // The server's processes are this cluster's: its postmaster and the
+    // processes it started (other clusters may run on the machine).
+    let postmaster = postmaster_of(&mut shop);
+    let cpu_before = cpu_now_of(Some(postmaster));
     let latencies = changes_applied(&mut shop, &fleet, changes, spacing, Duration::from_secs(1));
-    let cpu_after = cpu_now();
+    let cpu_after = cpu_now_of(Some(postmaster));
     let took = began.elapsed();
     let failed = shop.failed_passes() - failed;
     let mut samples = Vec::new();
@@ -191,6 +301,12 @@ fn commit_to_applied(
     );
     if flag("--profile") {
         print_profile(&mut shop);
+    }
+    Figures {
+        p50,
+        p99,
+        registers_ms,
+        server_ms,
     }
 }
 
@@ -345,6 +461,29 @@ fn cores() -> f64 {
 }
 
 fn cpu_now() -> Cpu {
+    cpu_now_of(None)
+}
+
+/// The shop's postmaster: the parent of a backend of its.
+fn postmaster_of(shop: &mut WorkerShop) -> u32 {
+    let backend: i32 = shop
+        .pg
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let stat = std::fs::read_to_string(format!("/proc/{backend}/stat")).unwrap_or_default();
+    // After the name (in parentheses): the state, then the parent's pid.
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|ppid| ppid.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time so far; with `postmaster`, the server's is that postmaster's
+/// and its children's only (a backend that exits takes its time with it:
+/// the registers' sessions last the run). Without, every process named
+/// postgres.
+fn cpu_now_of(postmaster: Option<u32>) -> Cpu {
     // Linux counts CPU time in hundredths of a second (USER_HZ).
     const MS_A_TICK: f64 = 10.0;
     let of = |stat: &str| -> Option<(String, f64)> {
@@ -369,6 +508,20 @@ fn cpu_now() -> Cpu {
         };
         if name != "postgres" {
             continue;
+        }
+        if let Some(postmaster) = postmaster {
+            let pid: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+            let ppid: u32 = std::fs::read_to_string(entry.path().join("stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rsplit_once(") ")
+                        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                        .and_then(|p| p.parse().ok())
+                })
+                .unwrap_or(0);
+            if pid != postmaster && ppid != postmaster {
+                continue;
+            }
         }
         server += ms;
         let title = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
@@ -421,13 +574,14 @@ fn rate_part(transports: &[Transport]) {
         .split(',')
         .map(|r| r.trim().parse().expect("--rates lists rates per second"))
         .collect();
+    let registers = arg::<usize>("--rate-registers", 10);
+    let products = arg::<usize>("--products", 100_000);
     let step = Step {
         seconds: arg::<u64>("--step-seconds", 60),
         writers: arg::<usize>("--writers", 4),
         lag_bound: Duration::from_millis(arg::<u64>("--lag-bound-ms", 2000)),
+        pgbench: flag("--pgbench").then_some(products as i64),
     };
-    let registers = arg::<usize>("--rate-registers", 10);
-    let products = arg::<usize>("--products", 100_000);
     println!();
     println!(
         "The sustained change rate: {} writers UPDATE {products} products, {registers} registers \
@@ -442,6 +596,34 @@ fn rate_part(transports: &[Transport]) {
             shop_with_fleet(transport, products, registers, &Options::default());
         let ids = shop.product_ids();
         println!("  {}:", transport.name());
+        if let Some(products) = step.pgbench {
+            // The anchor: pgbench as fast as it goes on a copy of the
+            // products that nothing declares, in this same cluster.
+            shop.pg
+                .batch_execute(
+                    "CREATE UNIQUE INDEX products_by_name ON shop.products (name); \
+                     CREATE TABLE shop.undeclared (LIKE shop.products INCLUDING ALL); \
+                     INSERT INTO shop.undeclared SELECT * FROM shop.products",
+                )
+                .unwrap();
+            shop.pg
+                .batch_execute("VACUUM ANALYZE shop.undeclared")
+                .unwrap();
+            let ran = pgbench_at(
+                shop.cluster.socket_dir(),
+                shop.cluster.port(),
+                "shop",
+                &by_name("shop.undeclared", products),
+                Run::Seconds {
+                    seconds: arg::<u64>("--ceiling-seconds", 5).max(5),
+                    rate: None,
+                },
+            );
+            println!(
+                "    pgbench unpaced on an undeclared copy of the products: {:.0}/s (the anchor)",
+                ran.rate()
+            );
+        }
         for &rate in &rates {
             let kept_up = step.run(&shop, &fleet, &ids, rate);
             if !kept_up {
@@ -491,6 +673,8 @@ struct Step {
     seconds: u64,
     writers: usize,
     lag_bound: Duration,
+    /// The writers are pgbench, over this many products.
+    pgbench: Option<i64>,
 }
 
 /// A step's writers at work.
@@ -498,12 +682,17 @@ struct Writers {
     stop: Arc<AtomicBool>,
     written: Arc<AtomicU64>,
     threads: Vec<std::thread::JoinHandle<Option<i64>>>,
+    /// pgbench, for the step's time: how many it wrote, the newest price.
+    pgbench: Option<std::thread::JoinHandle<(u64, Option<i64>)>>,
 }
 
 impl Writers {
     /// Stops them: answers how many writes they made and the newest price
     /// any of them wrote.
     fn stop(self) -> (u64, Option<i64>) {
+        if let Some(pgbench) = self.pgbench {
+            return pgbench.join().unwrap();
+        }
         self.stop.store(true, Ordering::Relaxed);
         let newest = self
             .threads
@@ -570,6 +759,10 @@ impl Step {
     /// wrote. What they wrote is left for the relay (the shop goes next).
     fn unpaced(&self, shop: &WorkerShop, ids: &[Uuid], seconds: Duration) -> f64 {
         let began = Instant::now();
+        if self.pgbench.is_some() {
+            let (writes, _) = self.start_pgbench(shop, None, seconds.as_secs()).stop();
+            return writes as f64 / began.elapsed().as_secs_f64();
+        }
         let writers = self.start_writers(shop, ids, f64::INFINITY);
         std::thread::sleep(seconds);
         let (writes, _) = writers.stop();
@@ -579,6 +772,9 @@ impl Step {
     /// The step's writers, each UPDATEing its share of `ids`, `rate` writes
     /// a second between them.
     fn start_writers(&self, shop: &WorkerShop, ids: &[Uuid], rate: f64) -> Writers {
+        if self.pgbench.is_some() {
+            return self.start_pgbench(shop, Some(rate as u64), self.seconds);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(AtomicU64::new(0));
         let chunks: Vec<&[Uuid]> = ids.chunks(ids.len().div_ceil(self.writers)).collect();
@@ -591,6 +787,37 @@ impl Step {
             stop,
             written,
             threads,
+            pgbench: None,
+        }
+    }
+
+    /// pgbench for `seconds`, at `rate` a second (`-R`) or unpaced.
+    fn start_pgbench(&self, shop: &WorkerShop, rate: Option<u64>, seconds: u64) -> Writers {
+        let products = self.pgbench.expect("--pgbench");
+        let socket_dir = shop.cluster.socket_dir().to_path_buf();
+        let port = shop.cluster.port();
+        let mut pg = shop.cluster.connect("shop");
+        let pgbench = std::thread::spawn(move || {
+            let ran = pgbench_at(
+                &socket_dir,
+                port,
+                "shop",
+                &by_name("shop.products", products),
+                Run::Seconds { seconds, rate },
+            );
+            // Its prices are its clock's microseconds: the newest is the
+            // highest.
+            let newest: Option<i64> = pg
+                .query_one("SELECT max(price_cents) FROM shop.products", &[])
+                .unwrap()
+                .get(0);
+            (ran.writes as u64, newest)
+        });
+        Writers {
+            stop: Arc::new(AtomicBool::new(false)),
+            written: Arc::new(AtomicU64::new(0)),
+            threads: Vec::new(),
+            pgbench: Some(pgbench),
         }
     }
 
