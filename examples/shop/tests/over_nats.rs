@@ -24,6 +24,7 @@ fn the_shop_over_nats_takes_a_product_added_and_files_what_a_register_sold_offli
     browser.open("link", &format!("{address}/api/link"));
     let link = browser.read("link", "body");
     assert!(link[0].contains("\"transport\":\"nats\""), "{link:?}");
+    browser.close("link");
     browser.screenshots("nats-0-started");
 
     // A product added: on both registers within five seconds (the book's
