@@ -16,6 +16,7 @@ pub static PASS_TIMINGS: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static RETRY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(3600);
 pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static IDLE: GucSetting<i32> = GucSetting::<i32>::new(10);
+pub static GATHER: GucSetting<i32> = GucSetting::<i32>::new(100);
 pub static TRANSPORT: GucSetting<Transport> = GucSetting::<Transport>::new(Transport::Queue);
 pub static CONCURRENCY: GucSetting<i32> = GucSetting::<i32>::new(16);
 pub static SEND_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(30_000);
@@ -113,6 +114,16 @@ pub fn define() {
         86_400,
         GucContext::Sighup,
         GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.gather",
+        c"Milliseconds a relay worker waits at most for notes to gather before a pass, while they stream in.",
+        c"Only after a pass during which more notes were committed (worker/pacing.rs); 0: passes back to back.",
+        &GATHER,
+        0,
+        10_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
     );
     GucRegistry::define_enum_guc(
         c"magic_sync.transport",

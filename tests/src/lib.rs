@@ -15,6 +15,7 @@ pub mod figures;
 pub mod fuzz;
 pub mod killed_register;
 pub mod nats;
+pub mod pgbench;
 pub mod private_postgres;
 pub mod registers;
 pub mod relaying;

@@ -8,7 +8,10 @@
 //!   for the current database without preloading.
 //! - It sleeps until a commit that noted a change wakes it (note/wake.rs),
 //!   or `magic_sync.idle` passes, and then runs passes back to back while
-//!   notes wait.
+//!   full batches of notes wait. While notes stream in faster than passes
+//!   clear them, it waits a bounded few milliseconds before the next pass,
+//!   so that a pass takes more of them (pacing.rs); a change alone, after
+//!   quiet, is relayed at once.
 //! - Each round: what is due before a pass (the inbox filed again, put-off
 //!   provisionings), then the pass, which records and, with the queue,
 //!   wakes the devices waiting on it (sql/relay.sql). Its first pass is a
@@ -28,6 +31,7 @@ use pgrx::prelude::*;
 use serde_json::Value;
 
 mod name;
+mod pacing;
 mod push;
 mod stalls;
 pub mod transaction;
@@ -43,6 +47,7 @@ use crate::statements::worker::{
 use crate::version;
 use crate::wake;
 pub use name::NAME;
+use pacing::Pacing;
 use push::Push;
 use transaction::{spi_failure, transaction};
 
@@ -168,6 +173,12 @@ struct Worker {
     /// Publishing, with a transport the worker pushes to.
     push: Push,
     checked_at: Instant,
+    /// How passes are paced while notes stream in (pacing.rs).
+    pacing: Pacing,
+    /// The wait due before the next pass, for notes to gather.
+    gather: Duration,
+    /// The wait the next pass came after.
+    gathered: Duration,
 }
 
 /// What one round did.
@@ -202,6 +213,9 @@ impl Worker {
             passes: 0,
             push: Push::new(),
             checked_at: Instant::now(),
+            pacing: Pacing::default(),
+            gather: Duration::ZERO,
+            gathered: Duration::ZERO,
         }
     }
 
@@ -216,7 +230,15 @@ impl Worker {
                 // where PostgreSQL's own processes read their configuration.
                 unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
             }
-            if !more {
+            let gather = std::mem::take(&mut self.gather);
+            if !more && !gather.is_zero() {
+                // Notes came while the last pass ran: let more gather.
+                if !self.gather_notes(gather) {
+                    break;
+                }
+                self.gathered = gather;
+                woken = true;
+            } else if !more {
                 match wait(self.next_wait(), self.push.socket()) {
                     Wake::Stop => break,
                     Wake::Latch => woken = true,
@@ -267,10 +289,34 @@ impl Worker {
             };
             more |= self.check_if_due();
             self.report_if_due();
-            show_activity(pg_sys::BackendState::STATE_IDLE, c"");
+            let shown = std::ffi::CString::new(self.pacing.shown()).unwrap_or_default();
+            show_activity(pg_sys::BackendState::STATE_IDLE, &shown);
             flush_statistics(!more);
         }
         pgrx::log!("{NAME}: stopping (database \"{}\")", self.database);
+    }
+
+    /// Waits `gather` for notes to gather before the next pass, whatever
+    /// commits set the latch meanwhile; Ups that come are filed. Answers
+    /// false when the worker is to stop.
+    fn gather_notes(&mut self, gather: Duration) -> bool {
+        let until = Instant::now() + gather;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left < Duration::from_millis(1) {
+                return true;
+            }
+            match wait(left, self.push.socket()) {
+                Wake::Stop => return false,
+                Wake::Ups => {
+                    self.publish();
+                }
+                Wake::Latch | Wake::Timeout => {}
+            }
+            if BackgroundWorker::sigterm_received() {
+                return false;
+            }
+        }
     }
 
     /// Files what came and sends what is due, with a transport the worker
@@ -336,7 +382,10 @@ impl Worker {
                     version::LIBRARY
                 )))
             }
-            Found::NoWork => return Ok(Round::Relayed { more: false }),
+            Found::NoWork => {
+                self.pacing.no_pass();
+                return Ok(Round::Relayed { more: false });
+            }
             Found::Work => {}
         }
         if !self.buffers_taken {
@@ -351,7 +400,14 @@ impl Worker {
         .map_err(|e| spi_failure(BEFORE_PASS, e))?;
         // No filing meanwhile (relay/gate.rs), however the pass ends.
         transaction(false, gate::close)?;
+        // A commit that notes from now on sets the latch: set when the pass
+        // ends, notes came while it ran (pacing.rs).
+        reset_latch();
+        self.pacing.waited(std::mem::take(&mut self.gathered));
+        let began = Instant::now();
         let passed = pass(starting);
+        let arrived = latch_is_set();
+        let took = began.elapsed();
         transaction(false, gate::open)?;
         let summary = passed?;
         self.passes += 1;
@@ -363,9 +419,19 @@ impl Worker {
             transaction(false, || unsafe { pg_sys::InvalidateSystemCaches() })?;
         }
         // A pass that planned a full batch left notes waiting. Notes that
-        // committed during the pass set the latch: the wait ends at once.
+        // committed during a smaller pass set the latch: the next pass comes
+        // once they gathered for a while (pacing.rs).
+        let (notes, batch) = (notes_of(&summary), notes_per_pass());
+        let bound = Duration::from_millis(settings::GATHER.get().max(0) as u64);
+        let done = pacing::Pass {
+            notes,
+            batch,
+            arrived,
+            took,
+        };
+        self.gather = self.pacing.after_pass(done, bound);
         Ok(Round::Relayed {
-            more: notes_of(&summary) >= notes_per_pass(),
+            more: notes >= batch,
         })
     }
 
@@ -541,6 +607,21 @@ fn flush_statistics(force: bool) {
     // SAFETY: the worker's main loop, outside any transaction, where
     // PostgreSQL's own idle loop calls it.
     unsafe { pg_sys::pgstat_report_stat(force) };
+}
+
+/// Forgets that the latch was set: from now on only a new setting shows.
+fn reset_latch() {
+    // SAFETY: the worker's main loop, outside any transaction: MyLatch is
+    // this process's own latch, reset as WaitLatch's callers reset it.
+    unsafe { pg_sys::ResetLatch(pg_sys::MyLatch) };
+}
+
+/// Whether the latch was set since it was last reset, leaving it set.
+fn latch_is_set() -> bool {
+    // SAFETY: MyLatch is this process's own latch, in memory for its whole
+    // life; is_set is the flag SetLatch writes from any process, read as
+    // PostgreSQL reads it, without a lock.
+    unsafe { std::ptr::read_volatile(&raw const (*pg_sys::MyLatch).is_set) != 0 }
 }
 
 /// What ended a worker's sleep.
