@@ -45,9 +45,16 @@
 //! the last build's median to the first's: p50 and p99 commit to applied,
 //! and the registers' and the server's CPU per message applied. A build
 //! without `sync.take` (before 0.2.0) is taken the way it was: this
-//! program's registers fall back to the calls it has.
+//! program's registers fall back to the calls it has. A PG_CONFIG ending
+//! in `:no-take` is that build with `sync.take` dropped from the shop's
+//! database: the same server, its registers taking as 0.1.0's did, so
+//! what `sync.take` changes is measured apart from the rest of a build.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Whether the shops of the run in progress drop `sync.take` (`--builds
+/// name=PG_CONFIG:no-take`).
+static WITHOUT_TAKE: AtomicBool = AtomicBool::new(false);
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -190,6 +197,11 @@ fn builds_part(builds: &str, transports: &[Transport]) {
             println!("Round {round}, build {name} ({pg_config}):");
             // The clusters read which PostgreSQL, and so which build, from
             // PG_CONFIG as each starts; nothing else reads it meanwhile.
+            let (pg_config, without_take) = match pg_config.strip_suffix(":no-take") {
+                Some(pg_config) => (pg_config, true),
+                None => (pg_config.as_str(), false),
+            };
+            WITHOUT_TAKE.store(without_take, Ordering::SeqCst);
             std::env::set_var("PG_CONFIG", pg_config);
             for ((transport, registers), per_build) in runs.iter_mut() {
                 let figures = commit_to_applied(
@@ -385,6 +397,14 @@ fn shop_with_fleet(
     if flag("--profile") {
         shop.pg
             .batch_execute("CREATE EXTENSION pg_stat_statements")
+            .unwrap();
+    }
+    if WITHOUT_TAKE.load(Ordering::SeqCst) {
+        shop.pg
+            .batch_execute(
+                "ALTER EXTENSION magic_sync DROP FUNCTION sync.take(uuid, text, bytea); \
+                 DROP FUNCTION sync.take(uuid, text, bytea)",
+            )
             .unwrap();
     }
     let ids = shop.add_registers(registers);
