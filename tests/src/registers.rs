@@ -206,7 +206,7 @@ impl Register {
                 match link {
                     Link::Queue(url) => {
                         let config = url.parse().expect("a connection string");
-                        let queue = Queue::new(config, me);
+                        let queue = Queue::new(config, me).in_one_call(in_one_call());
                         run_loop(&mut replica, queue, &options, &control, report)
                     }
                     Link::Nats(url) => {
@@ -359,4 +359,11 @@ fn committed(wal: &Wal, pages: c_int) -> rusqlite::Result<()> {
         let _ = wal.checkpoint();
     }
     Ok(())
+}
+
+/// Whether the registers over the queue take with `sync.take`
+/// (`Queue::in_one_call`): when `MAGIC_SYNC_QUEUE_IN_ONE_CALL` is set, as
+/// bench_transports' `--builds` sets it.
+fn in_one_call() -> bool {
+    std::env::var_os("MAGIC_SYNC_QUEUE_IN_ONE_CALL").is_some()
 }

@@ -51,7 +51,7 @@ fn start(shop: &Shop, file: &Path, me: Uuid, user: &str, report_after: Duration)
         ..Options::default()
     };
     Device::start(replica, options, move |replica| {
-        Queue::new(config, replica.me())
+        Queue::new(config, replica.me()).in_one_call(true)
     })
 }
 

@@ -184,6 +184,9 @@ pub struct Queue<T = NoTls> {
     /// Whether the last take said another message waited behind the one
     /// it answered.
     more: bool,
+    /// Whether it takes with `sync.take` where the server has it
+    /// ([`Queue::in_one_call`]); off, it calls as 0.1.0 did.
+    in_one_call: bool,
 }
 
 /// A connection LISTENing on the replica's channel, and the statements the
@@ -307,7 +310,18 @@ where
             after_ack: None,
             deferred: None,
             more: true,
+            in_one_call: false,
         }
+    }
+
+    /// Takes with `sync.take` where the server has it: an acknowledgement
+    /// and a report ride the take (docs/src/transports.md). Off by default:
+    /// on this project's machine, 100 registers so took a change to all of
+    /// them later, and cost the server and the registers more, than the
+    /// three calls of 0.1.0 (docs/src/decisions.md, issue 37).
+    pub fn in_one_call(mut self, yes: bool) -> Queue<T> {
+        self.in_one_call = yes;
+        self
     }
 
     fn connected(&mut self) -> Result<&mut Connected, Error> {
@@ -353,10 +367,14 @@ where
         let take = pg.prepare(TAKE).map_err(failure)?;
         let release_and_take = pg.prepare(RELEASE_AND_TAKE).map_err(failure)?;
         let file = pg.prepare(FILE).map_err(failure)?;
-        let take_and_report = match pg.prepare(TAKE_AND_REPORT) {
-            Ok(statement) => Some(statement),
-            Err(e) if cannot_call(&e) => None,
-            Err(e) => return Err(failure(e)),
+        let take_and_report = if self.in_one_call {
+            match pg.prepare(TAKE_AND_REPORT) {
+                Ok(statement) => Some(statement),
+                Err(e) if cannot_call(&e) => None,
+                Err(e) => return Err(failure(e)),
+            }
+        } else {
+            None
         };
         self.connected = Some(Connected {
             pg,
