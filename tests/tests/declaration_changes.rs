@@ -463,6 +463,131 @@ fn a_register_offline_through_a_change_gets_only_the_difference_when_it_is_back(
     assert_eq!(products_with_sku(&registers[0]), expected);
 }
 
+#[test]
+fn a_snapshot_on_its_way_through_a_change_is_taken_whole_then_only_the_difference() {
+    let (mut shop, _, mut registers) = shop_with_registers();
+    // More cheap products, and two rows a message: the new register's
+    // snapshot spans several messages.
+    shop.add_product("Scone", 270);
+    shop.add_product("Muffin", 320);
+    shop.add_product("Bun", 330);
+    shop.add_product("Pie", 420);
+    sync_all(&mut shop, &mut registers);
+    shop.run("SET magic_sync.message_rows = 2");
+    let id = shop.add_register("R2");
+    shop.run(&format!(
+        "INSERT INTO shop.notices VALUES (gen_random_uuid(), '{id}', 'Inventory for R2')"
+    ));
+    let mut new = open(&shop, id);
+    let summary = shop.relay();
+    assert_eq!(summary["provisioned"], 1, "R2 alone: {summary}");
+    let snapshot = |shop: &mut Shop| -> Option<Uuid> {
+        shop.pg
+            .query_one(
+                "SELECT snapshot_id FROM sync.replicas WHERE id = $1",
+                &[&id],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let begun = snapshot(&mut shop).expect("a snapshot begun");
+
+    // Two of its messages applied and acknowledged, and said so; the rest
+    // wait in the queue.
+    let mut received = Vec::new();
+    for _ in 0..2 {
+        let (message, bytes) = common::next(&mut shop.pg, &new).expect("a message waits");
+        received.push(new.receive(&bytes).unwrap());
+        assert!(common::ack(&mut shop.pg, &new, &message));
+    }
+    report(&mut shop.pg, &mut new);
+    assert!(
+        received
+            .iter()
+            .all(|r| matches!(r, Received::Applied { .. })),
+        "{received:?}"
+    );
+    assert!(
+        shop.count(&format!(
+            "SELECT count(*) FROM sync.outbox WHERE replica = '{id}' AND kind = 'down'"
+        )) > 0,
+        "some of the snapshot still waits"
+    );
+
+    // The products from 280 to 450: Tea and Scone leave, Cake and Pie
+    // come, and Coffee, Muffin and Bun stay. Planned while the snapshot (of the
+    // rule before) is on its way to R2: its difference follows the
+    // snapshot's end, and R2 is not provisioned again.
+    let middle = "
+        CREATE VIEW shop.middle AS SELECT * FROM shop.products
+            WHERE price_cents >= 280 AND price_cents < 450;
+        SELECT sync.declare_table('shop.products', sync => 'broadcast', active => 'shop.middle');
+    ";
+    let (summary, moved_on) = deploy(&mut shop, &mut registers, middle);
+    assert_eq!(summary["provisioned"], 0, "{summary}");
+    for moved_here in &moved_on {
+        assert_eq!(moved_here, &moved(&[("products", 4)]));
+    }
+    received.extend(deliver(&mut shop.pg, &mut new));
+    report(&mut shop.pg, &mut new);
+    sync_all(&mut shop, std::slice::from_mut(&mut new));
+    received.extend(deliver(&mut shop.pg, &mut new));
+
+    assert_eq!(snapshot(&mut shop), Some(begun), "the same snapshot");
+    let ended = received
+        .iter()
+        .filter(|r| matches!(r, Received::Ended { .. }))
+        .count();
+    assert_eq!(ended, 1, "one snapshot ended: {received:?}");
+    let end = received
+        .iter()
+        .position(|r| matches!(r, Received::Ended { .. }))
+        .unwrap();
+    assert!(
+        received[end + 1..]
+            .iter()
+            .any(|r| applied(std::slice::from_ref(r)).contains_key("products")),
+        "the difference follows the snapshot's end: {received:?}"
+    );
+    // Every row the snapshot sent, once (the five cheap products, R2's
+    // notice and its state), then the difference: Tea and Scone let go
+    // of, Cake and Pie sent.
+    assert_eq!(
+        applied(&received),
+        moved(&[("notices", 1), ("products", 9), ("register_state", 1)]),
+        "{received:?}"
+    );
+    let mut products: BTreeMap<String, i64> = BTreeMap::new();
+    for r in &received {
+        if let Received::Applied { tables, .. } | Received::Ended { swept: tables, .. } = r {
+            for key in tables
+                .iter()
+                .filter(|t| t.table == "products")
+                .flat_map(|t| &t.keys)
+            {
+                *products.entry(key.clone()).or_default() += 1;
+            }
+        }
+    }
+    let twice = products.values().filter(|n| **n == 2).count();
+    assert_eq!(
+        (products.len(), twice),
+        (7, 2),
+        "seven products, of which only Tea and Scone twice (sent, let go of): {products:?}"
+    );
+
+    let expected = server_products(&mut shop, "shop.middle", false);
+    assert_eq!(expected.len(), 5);
+    assert_eq!(products_with_sku(&new), expected);
+    assert_eq!(
+        notices_of(&new),
+        server_notices(&mut shop, &format!("register_id = '{id}'"))
+    );
+    for register in &registers {
+        assert_eq!(products_with_sku(register), expected);
+    }
+}
+
 /// The shop with orders: each register's order (assigned to it), its
 /// lines (which follow their order) and its supplier (a parent, with no
 /// rule of its own), as `shop_with_registers` otherwise.
