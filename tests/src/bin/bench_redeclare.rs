@@ -207,6 +207,15 @@ fn main() {
         pg.batch_execute("SET magic_sync.pass_timings = on")
             .unwrap();
     }
+    let explain: i64 = arg("--explain", 0);
+    if explain > 0 {
+        pg.batch_execute(&format!(
+            "LOAD 'auto_explain'; SET auto_explain.log_min_duration = {explain}; \
+             SET auto_explain.log_nested_statements = on; SET auto_explain.log_analyze = on; \
+             SET auto_explain.log_buffers = on"
+        ))
+        .unwrap();
+    }
     pg.execute(BRANDS, &[&brands]).unwrap();
     pg.execute(PRODUCTS, &[&brands, &products]).unwrap();
     pg.execute(NUTRITION, &[&products]).unwrap();
@@ -290,6 +299,10 @@ fn main() {
         line(name, sent);
     }
     line("every register provisioned again (before issue 36)", &again);
+    if explain > 0 {
+        std::fs::write("bench_redeclare.log", cluster.log()).unwrap();
+        println!("\nthe plans of statements over {explain} ms: bench_redeclare.log");
+    }
     println!(
         "\ntargets: rows sent at most 1.1x the rows that move (sent/mvd); the rule change at least 10x fewer bytes than provisioning again (bytes/prov at most 0.1)"
     );

@@ -62,7 +62,9 @@ INSERT INTO sync_pass_question
 -- name: QUESTION_HELD_REACHED
 -- Rows reached from the frontier that the replica holds (not leaving) and
 -- that are not in question yet: in question now, and the next frontier.
-WITH added AS ( INSERT INTO sync_pass_question SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c JOIN sync.held_recorded h ON h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key WHERE h.leaving IS NULL AND NOT EXISTS ( SELECT 1 FROM sync_pass_question q WHERE q.replica = c.replica AND q.table_name = c.table_name AND q.key = c.key) RETURNING replica, table_name, key)
+-- Not the rows of the tables in $1, which every replica keeps whatever
+-- leans on them (incremental.rs, `kept_by_their_rule`).
+WITH added AS ( INSERT INTO sync_pass_question SELECT DISTINCT c.replica, c.table_name, c.key FROM sync_pass_reached c JOIN sync.held_recorded h ON h.replica = c.replica AND h.table_name = c.table_name AND h.key = c.key WHERE h.leaving IS NULL AND c.table_name <> ALL ($1::text[]) AND NOT EXISTS ( SELECT 1 FROM sync_pass_question q WHERE q.replica = c.replica AND q.table_name = c.table_name AND q.key = c.key) RETURNING replica, table_name, key)
     INSERT INTO sync_pass_frontier
     SELECT *
     FROM added
