@@ -68,8 +68,10 @@ $$;
 -- Followers of a stand-in about to be provisioned keep what they hold as
 -- rows of their own (one provisioned as well lets go of them anyway); a
 -- replica provisioned again holds nothing yet: it stops following, and is
--- planned every journaled table's snapshot. Most passes provision
--- nothing: each half is looked for first.
+-- planned every journaled table's snapshot. One provisioned again for
+-- some tables only (provision_only) keeps what it holds of the others, the
+-- journaled ones too: it parts (relay/redeclared.rs). Most passes
+-- provision nothing: each part is looked for first.
 CREATE FUNCTION sync_internal.stop_following_provisioned() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -82,6 +84,10 @@ BEGIN
         WHERE r.id = f.replica AND r.provision;
         DELETE FROM sync.follower_messages m USING sync.replicas r
         WHERE r.id = m.replica AND r.provision;
+    END IF;
+    IF EXISTS (SELECT 1 FROM sync.replicas WHERE provision_only IS NOT NULL AND NOT provision) THEN
+        PERFORM sync_internal.part(r.id) FROM sync.replicas r
+        WHERE r.live AND r.provision_only IS NOT NULL AND NOT r.provision;
     END IF;
 END
 $$;

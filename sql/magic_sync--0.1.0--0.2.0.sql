@@ -571,3 +571,29 @@ CREATE TABLE sync.columns_gained (
 );
 SELECT pg_catalog.pg_extension_config_dump('sync.replica_columns', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.columns_gained', '');
+
+-- A key or relation changed provisions again only the tables it concerns
+-- (issue 36): the replicas holding the table are sent a snapshot naming
+-- those tables (sync.replicas.provision_only), and of the others only what
+-- differs; a follower of a stand-in parts, keeping what it holds of the
+-- journaled tables as its own, and follows again from the pass's end.
+ALTER TABLE sync.replicas ADD COLUMN provision_only text[];
+CREATE OR REPLACE FUNCTION sync_internal.stop_following_provisioned() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM sync.stand_ins WHERE provision) THEN
+        PERFORM sync_internal.part(f.replica) FROM sync.followers f
+        JOIN sync.stand_ins s ON s.id = f.stand_in WHERE s.provision;
+    END IF;
+    IF EXISTS (SELECT 1 FROM sync.replicas WHERE provision) THEN
+        DELETE FROM sync.followers f USING sync.replicas r
+        WHERE r.id = f.replica AND r.provision;
+        DELETE FROM sync.follower_messages m USING sync.replicas r
+        WHERE r.id = m.replica AND r.provision;
+    END IF;
+    IF EXISTS (SELECT 1 FROM sync.replicas WHERE provision_only IS NOT NULL AND NOT provision) THEN
+        PERFORM sync_internal.part(r.id) FROM sync.replicas r
+        WHERE r.live AND r.provision_only IS NOT NULL AND NOT r.provision;
+    END IF;
+END
+$$;

@@ -280,7 +280,13 @@ CREATE TABLE sync.replicas (
     -- took with it, and when the last was: they count for the stall only
     -- while it has not moved since.
     stall_heals       integer NOT NULL DEFAULT 0,
-    stall_healed_at   timestamptz
+    stall_healed_at   timestamptz,
+    -- Provision it again at the next pass for these tables only (a
+    -- declaration change of their key or relation: relay/redeclared.rs):
+    -- a snapshot naming them, and of every other table only what differs
+    -- from what it is recorded holding. Provisioning it whole (provision)
+    -- takes precedence.
+    provision_only    text[]
 );
 
 -- What each replica holds, or has on its way, as the engine records it: one

@@ -382,20 +382,27 @@ fn a_table_no_longer_mirrored_is_let_go_of_by_each_register_and_by_the_engine() 
 }
 
 #[test]
-fn a_table_whose_relation_changed_provisions_again_only_the_registers_holding_it() {
+fn a_table_whose_relation_changed_is_sent_again_alone_to_the_registers_holding_it() {
     let (mut shop, ids, mut registers) = shop_with_registers();
     // R1's notice goes first: only R0 holds the table when it is replaced.
     shop.run(&format!(
         "DELETE FROM shop.notices WHERE register_id = '{}'",
         ids[1]
     ));
+    shop.run(&format!(
+        "INSERT INTO shop.notices VALUES (gen_random_uuid(), '{}', 'Count the till')",
+        ids[0]
+    ));
     sync_all(&mut shop, &mut registers);
+    // Tea's price changes in the same deploy: it reaches R0, which is
+    // provisioned again for the notices only, as it reaches R1.
     let migration = "
         CREATE TABLE shop.notices_v2 (LIKE shop.notices INCLUDING ALL);
         INSERT INTO shop.notices_v2 SELECT * FROM shop.notices;
         SELECT sync.undeclare_table('shop.notices');
         SELECT sync.declare_table('shop.notices_v2', name => 'notices',
                                   sync => 'assigned(register_id)');
+        UPDATE shop.products SET price_cents = price_cents + 1 WHERE name = 'Tea';
     ";
     shop.run(migration);
     let summary = shop.relay();
@@ -425,15 +432,29 @@ fn a_table_whose_relation_changed_provisions_again_only_the_registers_holding_it
             .contains("provisions again the replicas holding notices"),
         "{said}"
     );
-    let moved_on: Vec<Moved> = registers
+    let received: Vec<Vec<Received>> = registers
         .iter_mut()
         .map(|register| {
             let received = deliver(&mut shop.pg, register);
             report(&mut shop.pg, register);
-            applied(&received)
+            received
         })
         .collect();
-    assert_eq!(moved_on[1], Moved::new(), "R1 is sent nothing");
+    // R0's snapshot names the notices alone: it is sent its two notices
+    // and Tea, and lets go of nothing else it holds.
+    let ended: Vec<&Vec<String>> = received[0]
+        .iter()
+        .filter_map(|r| match r {
+            Received::Ended { tables, .. } => Some(tables),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended, vec![&vec!["notices".to_owned()]]);
+    assert_eq!(
+        applied(&received[0]),
+        moved(&[("notices", 2), ("products", 1)])
+    );
+    assert_eq!(applied(&received[1]), moved(&[("products", 1)]));
     sync_all(&mut shop, &mut registers);
     assert!(
         health(&mut shop).is_null(),
@@ -443,6 +464,23 @@ fn a_table_whose_relation_changed_provisions_again_only_the_registers_holding_it
     let expected = server_products(&mut shop, "shop.cheap", false);
     for register in &registers {
         assert_eq!(products_with_sku(register), expected);
+    }
+    // What the engine records each holding is what each holds, once: R0
+    // follows its stand-in again, and a product added reaches both.
+    shop.add_product("Scone", 200);
+    sync_all(&mut shop, &mut registers);
+    let expected = server_products(&mut shop, "shop.cheap", false);
+    for (id, register) in ids.iter().zip(&registers) {
+        assert_eq!(products_with_sku(register), expected);
+        let held: i64 = shop
+            .pg
+            .query_one(
+                "SELECT count(*) FROM sync.held WHERE replica = $1 AND table_name = 'products'",
+                &[id],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(held, expected.len() as i64, "{id}");
     }
 }
 

@@ -26,7 +26,10 @@
 //!   its rows set aside (`plan::take_back_tables_let_go`).
 //! - a table whose key, relation or partition column changed: what is held
 //!   of it cannot be compared with what it is now; the replicas that hold
-//!   it (and the stand-ins) are provisioned again, and the alarm says so.
+//!   it are sent a snapshot of that table only (`scope_of_snapshot`), and
+//!   of every other table only what differs from what they are recorded
+//!   holding (`sync.replicas.provision_only`, relay/plan/snapshot.rs); the
+//!   stand-ins holding it are provisioned again; the alarm says so.
 //!
 //! Which tables are journaled changing (a broadcast table now assigned, a
 //! new table pointing at a broadcast one) drops the journal: the followers
@@ -302,17 +305,23 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
         spi::run("SELECT sync_internal.drop_journal()");
     }
     let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<String>>();
+    let journaled = Journaled::of(tables);
     if !d.provisioned.is_empty() {
+        let scope = scope_of_snapshot(d);
         let replicas = spi::run_counting(
-            "UPDATE sync.replicas r SET provision = true WHERE r.live AND NOT r.provision \
+            "UPDATE sync.replicas r SET provision_only = ARRAY(SELECT DISTINCT t \
+                 FROM unnest(coalesce(r.provision_only, '{}') || $2::text[]) AS t ORDER BY t) \
+             WHERE r.live AND NOT r.provision \
              AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1)) \
              RETURNING r.id",
-            &[names(&d.provisioned).into()],
+            &[names(&d.provisioned).into(), scope.clone().into()],
         );
         // Its own alarm, which sync.health() lists while they provision.
         alarm(&format!(
-            "magic_sync: a declaration change provisions again the replicas holding {}, whose key or relation changed: {replicas} replicas",
-            names(&d.provisioned).join(", ")
+            "magic_sync: a declaration change provisions again the replicas holding {}, whose key or relation changed: {replicas} replicas, \
+             with a snapshot of {} only (of every other table, only what differs)",
+            names(&d.provisioned).join(", "),
+            scope.join(", ")
         ));
         spi::run_with(
             "UPDATE sync.stand_ins s SET provision = true WHERE NOT s.provision \
@@ -327,7 +336,6 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
             &[names(&forgotten).into()],
         );
     }
-    let journaled = Journaled::of(tables);
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if d.touched.contains(&table.name) {
             touch(table, &journaled);
@@ -339,6 +347,27 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
             );
         }
     }
+}
+
+/// The tables the snapshot of a replica holding a table whose key or
+/// relation changed names, and sweeps:
+/// - those tables: what is recorded held of them is keyed as they were,
+///   and cannot be compared with what they are now (nor could a delete by
+///   such a key be read by a build that has the new one: the sweep needs
+///   no key of what it lets go of);
+/// - the tables whose columns changed in the same change: every row held
+///   of them is sent again anyway.
+///
+/// Every other table is planned from scratch and compared with what the
+/// replica is recorded holding (relay/plan/snapshot.rs): sent what it
+/// lacks or holds at an older version, taken back what it should not
+/// hold. The children of a changed table whose references into it changed
+/// need no more: their own keys did not change, and the comparison sends
+/// those whose bytes or membership did. A follower of a stand-in parts as
+/// the pass begins, so what it holds of the journaled tables is compared
+/// too, and follows again from the pass's end (sql/journal.sql).
+fn scope_of_snapshot(d: &Difference) -> Vec<String> {
+    d.provisioned.union(&d.resent).cloned().collect()
 }
 
 /// Touches the rows of a table whose rule changed (or that is new). A rule

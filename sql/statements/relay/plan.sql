@@ -86,20 +86,26 @@ INSERT INTO sync_pass_blocked (replica, table_name, key)
 DELETE FROM sync_pass_replicas WHERE provision
 
 -- name: REPLICAS
+-- A replica provisioned again for some tables only is provisioned
+-- (relay/plan/snapshot.rs plans it the difference outside them).
 INSERT INTO sync_pass_replicas (id, provision, partition)
-    SELECT id, provision, partition
+    SELECT id, provision OR provision_only IS NOT NULL, partition
     FROM sync.replicas
     WHERE live
 
 -- name: TAKE_BACK_LET_GO
 -- The tables no longer mirrored ($1, relay/redeclared.rs): every row of
 -- them a replica kept up to date holds is taken back, at the version it
--- holds (unless planned already, by a note of it still pending).
+-- holds (unless planned already, by a note of it still pending); and one
+-- provisioned again for some tables only, which keeps what it holds of
+-- the others.
 INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     SELECT h.replica, h.table_name, h.key, 'd', h.note
     FROM sync.held_recorded h
-    JOIN sync_pass_current c ON c.id = h.replica
-    WHERE h.table_name = ANY ($1::text[]) AND h.leaving IS NULL AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = h.replica AND p.table_name = h.table_name AND p.key = h.key)
+    JOIN sync_pass_replicas c ON c.id = h.replica
+    LEFT
+    JOIN sync.replicas s ON s.id = c.id
+    WHERE (NOT c.provision OR (NOT s.provision AND s.provision_only IS NOT NULL)) AND h.table_name = ANY ($1::text[]) AND h.leaving IS NULL AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = h.replica AND p.table_name = h.table_name AND p.key = h.key)
 
 -- name: RESEND_HELD
 -- The tables whose columns changed, and nothing else of them ($1,

@@ -16,12 +16,12 @@ SELECT DISTINCT r.cohort, r.replica, p.table_name, p.op
 -- name: MEMBERS
 -- The replicas of each cohort, stand-ins first: a follower is sent the
 -- stand-in's messages, which it numbers first.
-SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce, false, r.partition
+SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce, false, r.partition, CASE WHEN s.provision THEN NULL ELSE s.provision_only END
     FROM sync_pass_cohorts c
     JOIN sync.replicas s ON s.id = c.replica
     JOIN sync_pass_replicas r ON r.id = c.replica
     UNION ALL
-    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce, true, s.partition
+    SELECT c.cohort, c.replica, c.provision, s.last_sequence, s.last_nonce, true, s.partition, NULL
     FROM sync_pass_cohorts c
     JOIN sync.stand_ins s ON s.id = c.replica
     ORDER BY 1, 6 DESC, 2
@@ -45,11 +45,17 @@ SELECT f.replica, f.stand_in, s.last_sequence, s.last_nonce
 -- name: FORGET_PROVISIONED
 -- A replica provisioned again holds nothing the server knows of until its
 -- snapshot's rows are recorded. (It stopped following as the pass began:
--- `journal::prepare`.)
+-- `journal::prepare`.) One provisioned again for some tables only
+-- (provision_only) holds the others as recorded, but the rows it is sent
+-- again of them, which are recorded afresh, and the journaled tables ($1)
+-- when it begins following a stand-in of its partition: it holds the
+-- stand-in's rows from this pass on (it parted as the pass began).
 DELETE
     FROM sync.held_recorded h
     USING sync_pass_cohorts c
-    WHERE c.provision AND h.replica = c.replica
+    LEFT
+    JOIN sync.replicas s ON s.id = c.replica
+    WHERE c.provision AND h.replica = c.replica AND (s.provision_only IS NULL OR s.provision OR h.table_name = ANY (s.provision_only) OR EXISTS (SELECT 1 FROM sync_pass_plan p WHERE p.replica = h.replica AND p.table_name = h.table_name AND p.key = h.key AND p.op = 'u') OR h.table_name = ANY ($1::text[]) AND EXISTS (SELECT 1 FROM sync.stand_ins i JOIN sync_pass_replicas r ON r.id = i.id WHERE i.partition IS NOT DISTINCT FROM s.partition))
 
 -- name: BEGIN_FOLLOWING
 -- A replica provisioned with its snapshot while its stand-in is kept up to
@@ -93,6 +99,6 @@ SELECT m.replica, r.table_name, r.key, r.note, m.sequence, r.op, m.fresh
 
 -- name: ADVANCE_CHAINS
 UPDATE sync.replicas s
-    SET epoch = $1, last_sequence = u.last_sequence, last_nonce = u.last_nonce, provision = false, written_at = now(), snapshot_id = coalesce(u.snapshot_id, s.snapshot_id), snapshot_sequence = coalesce(u.snapshot_sequence, s.snapshot_sequence)
+    SET epoch = $1, last_sequence = u.last_sequence, last_nonce = u.last_nonce, provision = false, provision_only = NULL, written_at = now(), snapshot_id = coalesce(u.snapshot_id, s.snapshot_id), snapshot_sequence = coalesce(u.snapshot_sequence, s.snapshot_sequence)
     FROM unnest($2::uuid[], $3::bigint[], $4::bigint[], $5::uuid[], $6::bigint[]) AS u(id, last_sequence, last_nonce, snapshot_id, snapshot_sequence)
     WHERE s.id = u.id

@@ -13,7 +13,10 @@ use crate::catalog::{Declared, Mirror, Rule};
 use crate::relay::journal::{self, Among, Journaled};
 use crate::relay::scratch;
 use crate::spi;
-use crate::statements::relay::plan::snapshot::{ADVANCE, PROVISIONING, VERSIONS};
+use crate::statements::relay::plan::snapshot::{
+    ADVANCE, KEEP_HELD_OUTSIDE_SCOPE, PROVISIONING, TAKE_BACK_OUTSIDE_SCOPE, VERSIONS,
+    WHOLE_OUTSIDE_SCOPE,
+};
 
 /// Plans every row each replica being provisioned should hold. Answers
 /// whether any replica is being provisioned.
@@ -66,9 +69,56 @@ pub fn plan_snapshots(tables: &[Declared], journaled: &Journaled) -> bool {
         while close_one_round(tables) > 0 {}
         scratch::empty("sync_pass_frontier");
     }
+    let scoped = spi::one::<bool>(ANY_SCOPED, &[]).unwrap_or(false);
+    if scoped {
+        list_whole_outside_scope(&whole);
+    }
     plan_recorded_settings(tables);
     spi::run(VERSIONS);
+    if scoped {
+        difference_outside_scope(tables);
+    }
     true
+}
+
+/// Whether a replica of this pass is provisioned again for some tables
+/// only (`sync.replicas.provision_only`, relay/redeclared.rs).
+const ANY_SCOPED: &str = "SELECT EXISTS (SELECT 1 FROM sync_pass_provisioning r \
+     JOIN sync.replicas s ON s.id = r.id WHERE NOT s.provision AND s.provision_only IS NOT NULL)";
+
+/// A replica provisioned again for some tables only holds the others as
+/// recorded: what it is sent of them is worked out against that, row by
+/// row, so a table sent whole is listed instead.
+fn list_whole_outside_scope(whole: &[&Declared]) {
+    for table in whole {
+        spi::run(&format!(
+            "INSERT INTO sync_pass_plan (replica, table_name, key, op, note) \
+             SELECT w.replica, w.table_name, {key}, 'u', 0 \
+             FROM sync_pass_whole w JOIN sync_pass_provisioning r ON r.id = w.replica \
+             JOIN sync.replicas s ON s.id = w.replica AND NOT s.provision \
+                  AND s.provision_only IS NOT NULL AND NOT (w.table_name = ANY (s.provision_only)) \
+             JOIN {rel} AS t ON w.table_name = {name}{within}",
+            key = key_of(table, "t"),
+            rel = table.relation,
+            name = quote_literal(&table.name),
+            within = in_partition_of(table, "t", "r"),
+        ));
+    }
+    spi::run(WHOLE_OUTSIDE_SCOPE);
+}
+
+/// Of the tables outside its scope, a replica provisioned again for some
+/// tables only is sent what it lacks or holds at an older version, and
+/// what it holds and should not is taken back: the snapshot's end sweeps
+/// only the tables it names.
+fn difference_outside_scope(tables: &[Declared]) {
+    let down: Vec<String> = tables
+        .iter()
+        .filter(|t| t.mirror.goes_down())
+        .map(|t| t.name.clone())
+        .collect();
+    spi::run_with(TAKE_BACK_OUTSIDE_SCOPE, &[down.into()]);
+    spi::run(KEEP_HELD_OUTSIDE_SCOPE);
 }
 
 /// The keys of each setting the server records a replica being provisioned

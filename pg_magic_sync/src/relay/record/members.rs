@@ -15,6 +15,9 @@ pub(super) struct Member {
     /// What it is to the journal of broadcast tables.
     pub(super) role: Role,
     pub(super) provision: bool,
+    /// The tables its snapshot names, when it is provisioned again for
+    /// some tables only (sync.replicas.provision_only); None: every table.
+    pub(super) scope: Option<Vec<String>>,
     pub(super) snapshot: Option<Uuid>,
     pub(super) previous: u64,
     pub(super) previous_nonce: u64,
@@ -71,6 +74,7 @@ pub(super) fn members() -> Members {
                 replica: from_pg(spi::column(row, 2, "sync_pass_cohorts.replica")),
                 role: if stand_in { Role::StandIn } else { Role::Own },
                 provision,
+                scope: spi::nullable::<Vec<String>>(row, 8, "sync.replicas.provision_only"),
                 snapshot: provision.then(Uuid::new_v4),
                 previous,
                 previous_nonce,
@@ -143,6 +147,7 @@ pub(super) fn members() -> Members {
                     replica,
                     role: Role::Own,
                     provision: false,
+                    scope: None,
                     snapshot: None,
                     previous,
                     previous_nonce,

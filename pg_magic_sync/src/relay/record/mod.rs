@@ -80,7 +80,7 @@ pub fn record(
 ) -> Recorded {
     let mut members = members();
     if members.members.values().any(|m| m.provision) {
-        spi::run(FORGET_PROVISIONED);
+        spi::run_with(FORGET_PROVISIONED, &[journaled.names().into()]);
     }
     members.journaled = journaled.names();
     let mut writer = Writer::new(epoch, members, end_of_snapshot(tables), steps);

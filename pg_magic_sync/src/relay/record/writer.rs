@@ -22,8 +22,8 @@ use crate::statements::relay::record::STORE_BODIES;
 
 /// The EndSnapshot body every snapshot of this pass ends with: every table
 /// the server sends, parents first.
-pub(super) fn end_of_snapshot(tables: &[Declared]) -> Vec<u8> {
-    envelope::end_body(tables.iter().map(|t| t.name.clone()).collect())
+pub(super) fn end_of_snapshot(tables: &[Declared]) -> Vec<String> {
+    tables.iter().map(|t| t.name.clone()).collect()
 }
 
 /// A body waiting to be written, with the cohort that is sent it.
@@ -40,7 +40,8 @@ pub(super) struct Writer<'e> {
     pub(super) epoch: &'e Epoch,
     pub(super) steps: &'e mut Steps,
     pub(super) members: Members,
-    pub(super) end_body: Vec<u8>,
+    /// The tables a snapshot names, in the order they are sent.
+    pub(super) snapshot_tables: Vec<String>,
     pub(super) pending: Vec<Pending>,
     pub(super) pending_rows: usize,
     pub(super) pending_bytes: usize,
@@ -51,14 +52,14 @@ impl<'e> Writer<'e> {
     pub(super) fn new(
         epoch: &'e Epoch,
         members: Members,
-        end_body: Vec<u8>,
+        snapshot_tables: Vec<String>,
         steps: &'e mut Steps,
     ) -> Self {
         Writer {
             epoch,
             steps,
             members,
-            end_body,
+            snapshot_tables,
             pending: Vec::new(),
             pending_rows: 0,
             pending_bytes: 0,
@@ -86,9 +87,14 @@ impl<'e> Writer<'e> {
             .get(&cohort)
             .cloned()
             .unwrap_or_default();
-        let provisioned = ids.iter().any(|id| self.members.members[id].provision);
-        if provisioned {
-            let bytes = self.end_body.clone();
+        // A cohort's members provisioned have one scope (cohorts.sql).
+        let scope = ids
+            .iter()
+            .map(|id| &self.members.members[id])
+            .find(|m| m.provision)
+            .map(|m| m.scope.clone());
+        if let Some(scope) = scope {
+            let bytes = self.end_body(scope.as_deref());
             self.body(cohort, Kind::End, bytes, Vec::new());
         }
         for id in &ids {
@@ -96,6 +102,18 @@ impl<'e> Writer<'e> {
                 member.ended = true;
             }
         }
+    }
+
+    /// An EndSnapshot naming every table, or those of its scope: the
+    /// replica sweeps only the tables it names (protocol 4.2).
+    fn end_body(&self, scope: Option<&[String]>) -> Vec<u8> {
+        let named = self
+            .snapshot_tables
+            .iter()
+            .filter(|t| scope.is_none_or(|s| s.contains(t)))
+            .cloned()
+            .collect();
+        envelope::end_body(named)
     }
 
     pub(super) fn flush_if_full(&mut self) {

@@ -144,7 +144,9 @@ impl CarriedBy {
                 &args,
             );
         }
-        if deletes && known {
+        // A replica provisioned again for some tables only is taken back
+        // rows of the others (relay/plan/snapshot.rs): fresh, yet held.
+        if deletes {
             spi::run_with(
                 &format!(
                     "UPDATE sync.held_recorded h SET leaving = c.sequence, note = c.note \
