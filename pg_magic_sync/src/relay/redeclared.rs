@@ -308,14 +308,26 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
     let journaled = Journaled::of(tables);
     if !d.provisioned.is_empty() {
         let scope = scope_of_snapshot(d);
-        let replicas = spi::run_counting(
-            "UPDATE sync.replicas r SET provision_only = ARRAY(SELECT DISTINCT t \
-                 FROM unnest(coalesce(r.provision_only, '{}') || $2::text[]) AS t ORDER BY t) \
-             WHERE r.live AND NOT r.provision \
+        // One that said it has a gap, or is to be provisioned later for
+        // what it said, is provisioned whole: a snapshot of some tables
+        // only would not set straight what it missed of the others, yet
+        // would be taken for the one on its way (file/applied.rs).
+        let whole = spi::run_counting(
+            "UPDATE sync.replicas r SET provision = true WHERE r.live AND NOT r.provision \
+             AND (r.gap > 0 OR r.provision_at IS NOT NULL) \
              AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1)) \
              RETURNING r.id",
-            &[names(&d.provisioned).into(), scope.clone().into()],
+            &[names(&d.provisioned).into()],
         );
+        let replicas = whole
+            + spi::run_counting(
+                "UPDATE sync.replicas r SET provision_only = ARRAY(SELECT DISTINCT t \
+                     FROM unnest(coalesce(r.provision_only, '{}') || $2::text[]) AS t ORDER BY t) \
+                 WHERE r.live AND NOT r.provision \
+                 AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1)) \
+                 RETURNING r.id",
+                &[names(&d.provisioned).into(), scope.clone().into()],
+            );
         // Its own alarm, which sync.health() lists while they provision.
         alarm(&format!(
             "magic_sync: a declaration change provisions again the replicas holding {}, whose key or relation changed: {replicas} replicas, \
