@@ -20,21 +20,7 @@ pub struct Sizes {
 
 /// The sizes of this session's temporary table `name`, if it has one.
 pub fn sizes(name: &str) -> Option<Sizes> {
-    let name = std::ffi::CString::new(name).expect("a temporary table's name has no NUL");
-    let mut temp = pg_sys::InvalidOid;
-    let mut temp_toast = pg_sys::InvalidOid;
-    // SAFETY: two out-parameters PostgreSQL fills with this backend's
-    // temporary schemas (InvalidOid while it has none).
-    unsafe { pg_sys::GetTempNamespaceState(&mut temp, &mut temp_toast) };
-    if temp == pg_sys::InvalidOid {
-        return None;
-    }
-    // SAFETY: a NUL-terminated name and a schema's oid; answers InvalidOid
-    // when the schema has no relation of that name.
-    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), temp) };
-    if oid == pg_sys::InvalidOid {
-        return None;
-    }
+    let oid = temp_oid(name)?;
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     // SAFETY: opened, read and closed here, under a lock held meanwhile;
     // NULL when the relation went away since it was looked up.
@@ -53,6 +39,63 @@ pub fn sizes(name: &str) -> Option<Sizes> {
         pg_sys::relation_close(relation, lock);
         Some(sizes)
     }
+}
+
+/// This session's temporary table `name` and the relations that go with
+/// it, whose catalog rows change with it: its TOAST table and that
+/// table's indexes. None when the session has no such table.
+pub fn relations_of(name: &str) -> Vec<pg_sys::Oid> {
+    let Some(oid) = temp_oid(name) else {
+        return Vec::new();
+    };
+    let mut relations = vec![oid];
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    // SAFETY: each relation opened here is closed here, under a lock held
+    // meanwhile; a NULL answer (gone since looked up) is left out. The
+    // index list is a List of oids PostgreSQL allocated for the caller,
+    // read within its length and freed.
+    unsafe {
+        let relation = pg_sys::try_relation_open(oid, lock);
+        if relation.is_null() {
+            return relations;
+        }
+        let toast = (*(*relation).rd_rel).reltoastrelid;
+        pg_sys::relation_close(relation, lock);
+        if toast == pg_sys::InvalidOid {
+            return relations;
+        }
+        relations.push(toast);
+        let toast_relation = pg_sys::try_relation_open(toast, lock);
+        if toast_relation.is_null() {
+            return relations;
+        }
+        let indexes = pg_sys::RelationGetIndexList(toast_relation);
+        if !indexes.is_null() {
+            for at in 0..(*indexes).length as usize {
+                relations.push((*(*indexes).elements.add(at)).oid_value);
+            }
+            pg_sys::list_free(indexes);
+        }
+        pg_sys::relation_close(toast_relation, lock);
+    }
+    relations
+}
+
+/// The oid of this session's temporary table `name`, if it has one.
+fn temp_oid(name: &str) -> Option<pg_sys::Oid> {
+    let name = std::ffi::CString::new(name).expect("a temporary table's name has no NUL");
+    let mut temp = pg_sys::InvalidOid;
+    let mut temp_toast = pg_sys::InvalidOid;
+    // SAFETY: two out-parameters PostgreSQL fills with this backend's
+    // temporary schemas (InvalidOid while it has none).
+    unsafe { pg_sys::GetTempNamespaceState(&mut temp, &mut temp_toast) };
+    if temp == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name and a schema's oid; answers InvalidOid
+    // when the schema has no relation of that name.
+    let oid = unsafe { pg_sys::get_relname_relid(name.as_ptr(), temp) };
+    (oid != pg_sys::InvalidOid).then_some(oid)
 }
 
 /// The names `sync_pass_*` in `sql`, in order, each as often as it is

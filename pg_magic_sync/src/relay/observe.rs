@@ -7,7 +7,7 @@
 use crate::catalog::table_sql::quote_ident;
 use crate::catalog::Replicas;
 use crate::spi;
-use crate::statements::relay::observe::{BECOME_LIVE, DROP_SUPERSEDED, FORGET};
+use crate::statements::relay::observe::{ANY_GONE, BECOME_LIVE, DROP_SUPERSEDED, FORGET};
 
 /// How many replicas came and went.
 #[derive(Debug, Default)]
@@ -44,7 +44,10 @@ pub fn observe_replicas(replicas: Option<&Replicas>) -> Observed {
         spi::run(&sql);
     }
     let became_live = spi::one::<i64>(BECOME_LIVE, &[]).unwrap_or(0);
-    let forgotten = spi::one::<i64>(FORGET, &[]).unwrap_or(0);
+    let forgotten = match spi::one::<bool>(ANY_GONE, &[]) {
+        Some(true) => spi::one::<i64>(FORGET, &[]).unwrap_or(0),
+        _ => 0,
+    };
     spi::run(DROP_SUPERSEDED);
     Observed {
         became_live,

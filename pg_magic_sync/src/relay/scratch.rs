@@ -18,8 +18,9 @@
 //! were small (spi.rs), rather than being planned again. A test below holds
 //! every `sync_pass_*` name the relay's code uses to this list.
 
+use crate::declare::catalog_changes;
 use crate::spi;
-use crate::temp_tables::{sizes, Sizes, SMALL_PAGES};
+use crate::temp_tables::{relations_of, sizes, Sizes, SMALL_PAGES};
 
 /// Every scratch table of a pass, in the order the steps fill them, with
 /// its columns: those the query that fills it answers (a key or a name
@@ -154,9 +155,25 @@ pub fn begin() {
     if !large.is_empty() {
         statements.push(format!("TRUNCATE {}", large.join(", ")));
     }
+    let made = statements.iter().any(|s| s.starts_with("CREATE"));
     if !statements.is_empty() {
         spi::run(&statements.join("; "));
     }
+    if made {
+        not_counted_as_catalog_changes();
+    }
+}
+
+/// Emptying a scratch table by TRUNCATE, or taking its statistics,
+/// changes its catalog row: none of them is what the check of the
+/// declarations reads (declare/drift.rs), which would otherwise run again
+/// at the next pass.
+fn not_counted_as_catalog_changes() {
+    let relations = TABLES
+        .iter()
+        .flat_map(|(name, _)| relations_of(name))
+        .collect();
+    catalog_changes::not_counting(relations);
 }
 
 /// Gives back the space of the large tables as a pass ends; the small ones
