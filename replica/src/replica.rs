@@ -17,6 +17,11 @@ use crate::upload::backlog::TableBacklog;
 use crate::upload::{self, Narrowed, Refusal, Upload};
 use crate::wishes::{self, Answered, Wishes};
 
+/// The statements the connection keeps prepared: the engine's own for a
+/// message, its report and the wait between, the upserts of each table,
+/// and room for the rarer ones (a snapshot's, a narrowing's).
+const STATEMENTS_CACHED: usize = 128;
+
 /// The last message applied, as it carried its numbers, and the gap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {
@@ -50,6 +55,10 @@ pub struct Replica {
     /// backlog): the first lane's next Up says it, even with nothing else
     /// to say. Once per open.
     owes_standing: bool,
+    /// What the transport took of the replica's news, beyond what its
+    /// database says (`upload::sent`): since this open only, as what it
+    /// owes on opening makes up for the rest.
+    said: i64,
     /// The handlers of wishes still running past their timeout.
     running: wishes::Running,
 }
@@ -76,6 +85,10 @@ impl Replica {
         settings: Settings,
     ) -> Result<Replica, Error> {
         pragmas::check(&conn)?;
+        // A message, its report and the wait between run more statements
+        // than rusqlite's cache holds by default (16): prepared anew each
+        // time, they cost a register more CPU than the rows it writes.
+        conn.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
         schema::check_installed(&conn)?;
         let shapes = shape::read_all(&conn, &tables)?;
         triggers::check_shapes(&conn, &shapes)?;
@@ -98,6 +111,7 @@ impl Replica {
             quiet: triggers::Quiet::default(),
             texts: upsert::Texts::default(),
             owes_standing: true,
+            said: 0,
             running: wishes::Running::default(),
         })
     }
@@ -215,6 +229,7 @@ impl Replica {
             order: &self.up_order,
             settings: &self.settings,
             opening: self.owes_standing,
+            said: self.said,
         }
     }
 
@@ -242,7 +257,7 @@ impl Replica {
 
     /// The transport took this `Up`.
     pub fn sent(&mut self, upload: &Upload) -> Result<(), Error> {
-        upload::sent(&self.conn, upload)?;
+        upload::sent(&self.conn, upload, &mut self.said)?;
         if upload.standing {
             self.owes_standing = false;
         }

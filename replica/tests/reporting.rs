@@ -34,6 +34,29 @@ fn an_applied_message_is_said_once() {
 }
 
 #[test]
+fn a_report_the_transport_took_is_kept_without_a_write_and_said_again_once_opened_again() {
+    let (shop, mut replica, mut server) = provisioned();
+    say(&mut replica);
+    apply(
+        &mut replica,
+        &server.down(vec![part("products").product(1, "tea", 4)]),
+    );
+    let report = replica.next_up().unwrap().unwrap();
+    assert!(report.only_says_applied());
+    let changes = replica.connection().total_changes();
+    replica.sent(&report).unwrap();
+    // No commit, so no sync of the disk, for what may be said twice.
+    assert_eq!(replica.connection().total_changes(), changes);
+    assert!(replica.next_up().unwrap().is_none(), "said once");
+    // Opened again, it says where it stands first thing all the same.
+    drop(replica.into_connection());
+    let mut replica = shop.open();
+    let up = say(&mut replica).expect("where it stands, on opening");
+    assert_eq!(up.sequence, server.sequence);
+    assert!(say(&mut replica).is_none());
+}
+
+#[test]
 fn what_is_applied_after_the_up_was_built_is_said_next() {
     let (_shop, mut replica, mut server) = provisioned();
     let upload = replica.next_up().unwrap().unwrap();

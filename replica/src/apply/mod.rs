@@ -106,37 +106,36 @@ pub(crate) fn message(r: &Replicating<'_>, bytes: &[u8]) -> Result<Received, Err
         Ok(body) => body,
         Err(m) => return Ok(malformed(m)),
     };
-    let received = match body {
+    let (received, retired) = match body {
         Body::Filed(filed) => {
             let tx = Transaction::begin(r.conn)?;
             let forgotten = notes::filed(r.conn, &filed.uploads)?;
+            let retired = state::retired_rows(r.conn)?;
             tx.commit()?;
             log::debug!("filed {:?}: {forgotten} notes forgotten", filed.uploads);
-            Received::Filed {
+            let received = Received::Filed {
                 uploads: filed.uploads.clone(),
-            }
+            };
+            (received, retired)
         }
         Body::Down(down) => chained(r, Chained::Down(down))?,
         Body::EndSnapshot(end) => chained(r, Chained::End(end))?,
     };
-    if matches!(
-        received,
-        Received::Applied { .. } | Received::Ended { .. } | Received::Filed { .. }
-    ) {
+    if retired {
         release_retired(r);
     }
     Ok(received)
 }
 
-/// After a message, apart from it: retired rows nothing keeps are let go
-/// of. A failure here holds back no message; it is tried after the next.
+/// Whether retired rows may be held, as the message's transaction left it
+/// (read inside it: a read of its own after the commit cost each message
+/// a transaction more).
+type Retired = bool;
+
+/// After a message that leaves retired rows held, apart from it: those
+/// nothing keeps are let go of. A failure here holds back no message; it
+/// is tried after the next.
 fn release_retired(r: &Replicating<'_>) {
-    // Most messages retire nothing: no transaction of their own then.
-    match state::retired_rows(r.conn) {
-        Ok(false) => return,
-        Ok(true) => {}
-        Err(e) => log::warn!("could not tell whether rows are retired: {e}"),
-    }
     let released = (|| -> rusqlite::Result<()> {
         let tx = Transaction::begin(r.conn)?;
         state::engine_writing(r.conn, true)?;
@@ -172,7 +171,8 @@ impl<'m> Chained<'m> {
 /// a row ends the transaction from inside (a trigger's RAISE(ROLLBACK)), or
 /// the database refuses the commit: each time with what it learnt, so a
 /// message always applies in the end unless the database itself fails.
-fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error> {
+/// Answers, beside what became of it, whether retired rows may be held.
+fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<(Received, Retired), Error> {
     let conn = r.conn;
     let head = message.head();
     let mut plan = Plan::default();
@@ -185,9 +185,10 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
                 state::note_news(conn)?;
                 tx.commit()?;
                 log::info!("message {} again: already applied", head.sequence);
-                return Ok(Received::Already {
+                let received = Received::Already {
                     sequence: head.sequence,
-                });
+                };
+                return Ok((received, false));
             }
             Step::Gap => {
                 state::widen_gap(conn, head.sequence)?;
@@ -197,9 +198,9 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
                     "message {} does not follow the last applied: a gap",
                     head.sequence
                 );
-                return Ok(Received::Gap { newest });
+                return Ok((Received::Gap { newest }, false));
             }
-            Step::Malformed(m) => return Ok(malformed(m)),
+            Step::Malformed(m) => return Ok((malformed(m), false)),
             Step::Begins => {
                 state::begin_snapshot(conn, &head)?;
                 notes::restate_settings(conn, r.shapes)?;
@@ -266,8 +267,9 @@ fn chained(r: &Replicating<'_>, message: Chained<'_>) -> Result<Received, Error>
         outcome.write(conn, r.shapes, &head, state.rejections)?;
         // The engine's writing ends here too.
         state::applied(conn, &head)?;
+        let retired = state::retired_rows(conn)?;
         match tx.commit() {
-            Ok(()) => return Ok(report(message, outcome)),
+            Ok(()) => return Ok((report(message, outcome), retired)),
             Err(e) if is_storage_failure(&e) || plan.reject_all.is_some() => {
                 return Err(Error::Storage(e))
             }

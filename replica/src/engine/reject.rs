@@ -136,10 +136,8 @@ pub(crate) fn reported(conn: &Connection, ids: &[i64]) -> rusqlite::Result<()> {
     for id in ids {
         mark.execute([id])?;
     }
-    conn.execute(
-        "DELETE FROM sync_rejections WHERE reported = 1 AND holds_copy = 0",
-        [],
-    )?;
+    conn.prepare_cached("DELETE FROM sync_rejections WHERE reported = 1 AND holds_copy = 0")?
+        .execute([])?;
     Ok(())
 }
 

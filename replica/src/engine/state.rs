@@ -87,7 +87,8 @@ pub(crate) fn schema_version(conn: &Connection) -> rusqlite::Result<i64> {
 
 /// Something new to say: the next Up says where the replica stands.
 pub(crate) fn note_news(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute("UPDATE sync_state SET news = news + 1 WHERE id = 1", [])?;
+    conn.prepare_cached("UPDATE sync_state SET news = news + 1 WHERE id = 1")?
+        .execute([])?;
     Ok(())
 }
 
@@ -132,19 +133,18 @@ pub(crate) fn applied(conn: &Connection, head: &Head<'_>) -> rusqlite::Result<()
 /// A message the replica could not follow: keep the newest such sequence.
 /// Returns whether the gap grew (then the server must hear of it at once).
 pub(crate) fn widen_gap(conn: &Connection, sequence: u64) -> rusqlite::Result<bool> {
-    let grew = conn.execute(
-        "UPDATE sync_state SET gap = ?1, news = news + 1 WHERE id = 1 AND gap < ?1",
-        [stored(sequence)],
-    )?;
+    let grew = conn
+        .prepare_cached(
+            "UPDATE sync_state SET gap = ?1, news = news + 1 WHERE id = 1 AND gap < ?1",
+        )?
+        .execute([stored(sequence)])?;
     Ok(grew > 0)
 }
 
 /// An Up carrying `news` was taken by the transport.
 pub(crate) fn said(conn: &Connection, news: i64) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE sync_state SET said = max(said, ?1) WHERE id = 1",
-        [news],
-    )?;
+    conn.prepare_cached("UPDATE sync_state SET said = max(said, ?1) WHERE id = 1")?
+        .execute([news])?;
     Ok(())
 }
 

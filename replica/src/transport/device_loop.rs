@@ -18,7 +18,10 @@
 //! the first message it covers, so that a burst of messages is reported
 //! once (protocol §5.2: "once for several", "within seconds"). With a
 //! hundred registers on one server, every report filed while the others
-//! still take the same change is work they wait behind.
+//! still take the same change is work they wait behind. Until it is due,
+//! the first lane's Up is not even built while only messages were applied
+//! since the last (nothing rejected, no gap, no wish answered, no poke):
+//! it could only be that report, held back.
 //!
 //! Ups never wait for messages: a turn sends them whatever taking came to
 //! (a fetch that failed, a message held back, one of a later protocol), so
@@ -183,6 +186,7 @@ pub fn run<T: Transport + ?Sized>(
         wishes_at: Some(Instant::now()),
         unreported_since: None,
         report_at: None,
+        beyond_report: true,
     };
     while !control.is_stopping() {
         match looping.turn() {
@@ -229,6 +233,11 @@ struct Looping<'a, T: ?Sized, R> {
     unreported_since: Option<Instant>,
     /// When the report of what was applied, held back, is due.
     report_at: Option<Instant>,
+    /// Something besides messages applied happened since the first lane's
+    /// Up was last built (a message with rejections, a gap, a `Filed`,
+    /// wishes answered, a new connection): its next Up is built at once,
+    /// even while a report is held back.
+    beyond_report: bool,
 }
 
 impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
@@ -243,6 +252,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                 // and not moving (a stall the server heals).
                 self.replica.say_where_it_stands();
             }
+            self.beyond_report = true;
             self.connected = true;
             self.ever_connected = true;
             (self.report)(Status::Connected);
@@ -296,6 +306,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                     // blip again, however long the last outage was.
                     self.pauses.reset();
                     self.unreported_since.get_or_insert_with(Instant::now);
+                    self.beyond_report |= !only_to_report(&received);
                     if answered_wishes(&received) {
                         self.wishes_again()?;
                     }
@@ -367,6 +378,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                 Some(up) if up.number().is_none() => Some(up),
                 Some(up) => {
                     // Rows: they go as an Up of their own, built again.
+                    self.beyond_report = true;
                     self.replica
                         .refused(&up, Refusal::Transient)
                         .map_err(Fault::Replica)?;
@@ -382,7 +394,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
     /// that only says what the replica applied is answered by nothing.
     fn send_ups(&mut self) -> Result<bool, Fault> {
         // What was written before now goes in this turn.
-        self.control.take_poke();
+        self.beyond_report |= self.control.take_poke();
         self.report_at = None;
         let lanes: Vec<String> = self
             .replica
@@ -393,9 +405,38 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             .collect();
         let mut sent_upload = false;
         for (position, lane) in lanes.iter().enumerate() {
-            sent_upload |= self.send_lane(lane, position == 0)?;
+            let first = position == 0;
+            if first && !self.beyond_report && self.report_held_back() {
+                continue;
+            }
+            match self.send_lane(lane, first) {
+                Ok(upload) => sent_upload |= upload,
+                Err(fault) => {
+                    // What was left unsent is built again next turn.
+                    self.beyond_report |= first;
+                    return Err(fault);
+                }
+            }
         }
         Ok(sent_upload)
+    }
+
+    /// Whether the report of what was applied is not due yet (then
+    /// `report_at` says when it is). Only messages applied happened since
+    /// the first lane's last Up, and the program wrote nothing: its next
+    /// Up would say only what was applied, and would be held back once
+    /// built. Not built: building an Up cost a register, per message, a
+    /// sixth of its CPU (docs/src/decisions.md, issue 37).
+    fn report_held_back(&mut self) -> bool {
+        let Some(since) = self.unreported_since else {
+            return false;
+        };
+        let due = since + self.options.report_after;
+        if Instant::now() >= due {
+            return false;
+        }
+        self.report_at = Some(due);
+        true
     }
 
     /// Whether a report of what was applied, and nothing else, waits for
@@ -415,6 +456,9 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
 
     /// Sends every Up of `lane`; answers whether one was an upload.
     fn send_lane(&mut self, lane: &str, first: bool) -> Result<bool, Fault> {
+        if first {
+            self.beyond_report = false;
+        }
         let mut sent_upload = false;
         while !self.control.is_stopping() {
             let Some(up) = self.replica.next_up_on(lane).map_err(Fault::Replica)? else {
@@ -472,6 +516,7 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
         }
         let answered = self.replica.offer_wishes().map_err(Fault::Replica)?;
         if !answered.is_empty() {
+            self.beyond_report = true;
             (self.report)(Status::Wishes(answered));
         }
         self.wishes_again()
@@ -504,7 +549,12 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             until = until.min(report);
         }
         loop {
-            if self.control.is_stopping() || self.control.take_poke() {
+            if self.control.is_stopping() {
+                return Ok(());
+            }
+            if self.control.take_poke() {
+                // Rows written: the next turn sends them.
+                self.beyond_report = true;
                 return Ok(());
             }
             let left = until.saturating_duration_since(Instant::now());
@@ -538,6 +588,18 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
             Fault::Replica(error) => (self.report)(Status::Failed { error, retry_in }),
         }
         self.control.sleep(retry_in, false);
+    }
+}
+
+/// Whether all a message gave the replica to say is that it was applied
+/// (or delivered again): nothing rejected, no gap, no wish answered.
+fn only_to_report(received: &Received) -> bool {
+    match received {
+        Received::Applied {
+            rejected, wishes, ..
+        } => rejected.is_empty() && wishes.is_empty(),
+        Received::Already { .. } => true,
+        _ => false,
     }
 }
 

@@ -62,6 +62,9 @@ pub struct Upload {
     /// Whether it says where the replica stands, as it owes once per open:
     /// what it applied and its backlog.
     pub(crate) standing: bool,
+    /// Whether its lane was narrowing a refusal down (or stuck) when it
+    /// was built: taken, it tells the narrowing so.
+    pub(crate) suspected: bool,
 }
 
 impl Upload {
@@ -134,6 +137,8 @@ pub(crate) struct Uploading<'a> {
     /// The replica opened and has not said yet where it stands: the first
     /// lane's next Up says it, with nothing else to say.
     pub opening: bool,
+    /// The news the transport took in Ups kept in memory (see `sent`).
+    pub said: i64,
 }
 
 impl Uploading<'_> {
@@ -183,26 +188,25 @@ struct Suspects {
 
 impl Suspects {
     fn read(conn: &Connection, lane: &str) -> rusqlite::Result<Option<Suspects>> {
-        conn.query_row(
+        conn.prepare_cached(
             "SELECT suspects, took_other, stuck FROM sync_narrowing WHERE lane = ?1",
-            [lane],
-            |row| {
-                let text: String = row.get(0)?;
-                let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                let ids = |field: &str| -> Vec<i64> {
-                    value[field]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
-                        .unwrap_or_default()
-                };
-                Ok(Suspects {
-                    notes: ids("notes"),
-                    rejections: ids("rejections"),
-                    took_other: row.get(1)?,
-                    stuck: row.get(2)?,
-                })
-            },
-        )
+        )?
+        .query_row([lane], |row| {
+            let text: String = row.get(0)?;
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            let ids = |field: &str| -> Vec<i64> {
+                value[field]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_i64()).collect())
+                    .unwrap_or_default()
+            };
+            Ok(Suspects {
+                notes: ids("notes"),
+                rejections: ids("rejections"),
+                took_other: row.get(1)?,
+                stuck: row.get(2)?,
+            })
+        })
         .optional()
     }
 
@@ -249,30 +253,47 @@ pub(crate) fn next(u: &Uploading<'_>, lane: Option<&str>) -> Result<Option<Uploa
 /// not answered go up again (the server files the same rows idempotently).
 fn release_unanswered(u: &Uploading<'_>) -> rusqlite::Result<()> {
     let before = now() - seconds(u.settings.resend_after);
-    u.conn.execute(
-        "UPDATE sync_notes SET pending = 1 WHERE pending = 0 AND upload IN
-         (SELECT number FROM sync_uploads WHERE taken = 1 AND taken_at <= ?1)",
-        [before],
-    )?;
-    u.conn.execute(
-        "DELETE FROM sync_uploads WHERE taken = 1 AND taken_at <= ?1",
-        [before],
-    )?;
+    // Most Ups find none: asked first, since the UPDATE builds its IN list
+    // in a temporary B-tree every time it runs, which cost more than the
+    // rest of a report.
+    let any: bool = u
+        .conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM sync_uploads WHERE taken = 1 AND taken_at <= ?1)",
+        )?
+        .query_row([before], |row| row.get(0))?;
+    if !any {
+        return Ok(());
+    }
+    u.conn
+        .prepare_cached(
+            "UPDATE sync_notes SET pending = 1 WHERE pending = 0 AND upload IN
+             (SELECT number FROM sync_uploads WHERE taken = 1 AND taken_at <= ?1)",
+        )?
+        .execute([before])?;
+    u.conn
+        .prepare_cached("DELETE FROM sync_uploads WHERE taken = 1 AND taken_at <= ?1")?
+        .execute([before])?;
     Ok(())
 }
 
 /// An earlier Up of the lane neither sent nor refused is given up: its
 /// rows go again.
 fn give_up_unsent(conn: &Connection, lane: &str) -> rusqlite::Result<()> {
-    conn.execute(
+    // Most Ups find none: asked first (see `release_unanswered`).
+    let any: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM sync_uploads WHERE taken = 0 AND lane = ?1)")?
+        .query_row([lane], |row| row.get(0))?;
+    if !any {
+        return Ok(());
+    }
+    conn.prepare_cached(
         "UPDATE sync_notes SET pending = 1 WHERE upload IN
          (SELECT number FROM sync_uploads WHERE taken = 0 AND lane = ?1)",
-        [lane],
-    )?;
-    conn.execute(
-        "DELETE FROM sync_uploads WHERE taken = 0 AND lane = ?1",
-        [lane],
-    )?;
+    )?
+    .execute([lane])?;
+    conn.prepare_cached("DELETE FROM sync_uploads WHERE taken = 0 AND lane = ?1")?
+        .execute([lane])?;
     Ok(())
 }
 
@@ -290,7 +311,8 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
     let conn = u.conn;
     let first = lane == u.first_lane();
     let opening = first && u.opening;
-    let state = state::read(conn)?;
+    let mut state = state::read(conn)?;
+    state.said = state.said.max(u.said);
     let limits = &u.settings.limits;
     let suspects = Suspects::read(conn, lane)?;
     // A narrowing lane sends half of what is suspected — unless it is
@@ -492,6 +514,7 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
         backlog: backlog_said,
         narrowing,
         standing,
+        suspected: suspects.is_some(),
     }))
 }
 
@@ -514,10 +537,8 @@ fn draw() -> u64 {
 }
 
 fn stamp(conn: &Connection, lane: &str, number: u64, notes: &[i64]) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO sync_uploads (number, lane) VALUES (?1, ?2)",
-        params![number as i64, lane],
-    )?;
+    conn.prepare_cached("INSERT INTO sync_uploads (number, lane) VALUES (?1, ?2)")?
+        .execute(params![number as i64, lane])?;
     let mut mark = conn.prepare_cached(
         "UPDATE sync_notes SET upload = ?1, sent_writes = writes, pending = 0 WHERE id = ?2",
     )?;
@@ -749,9 +770,8 @@ fn digests_due(u: &Uploading<'_>, state: &state::State) -> rusqlite::Result<bool
     }
     let at: i64 = u
         .conn
-        .query_row("SELECT digests_at FROM sync_state WHERE id = 1", [], |r| {
-            r.get(0)
-        })?;
+        .prepare_cached("SELECT digests_at FROM sync_state WHERE id = 1")?
+        .query_row([], |r| r.get(0))?;
     Ok(at == 0 || now() - at >= seconds(u.settings.digests_every))
 }
 
@@ -765,11 +785,12 @@ fn backlog_due(
     u: &Uploading<'_>,
     state: &state::State,
 ) -> rusqlite::Result<Option<Vec<backlog::TableBacklog>>> {
-    let (said, at, epoch): (String, i64, String) = u.conn.query_row(
-        "SELECT backlog_said, backlog_at, backlog_epoch FROM sync_state WHERE id = 1",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
+    let (said, at, epoch): (String, i64, String) = u
+        .conn
+        .prepare_cached(
+            "SELECT backlog_said, backlog_at, backlog_epoch FROM sync_state WHERE id = 1",
+        )?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     let elapsed = now() - at;
     // Epochs are compared as UUIDs, whatever their spelling.
     let another_epoch = state::epoch_spelt(&epoch) != state::epoch_spelt(&state.epoch);
@@ -794,27 +815,38 @@ fn backlog_due(
 }
 
 /// The transport took this Up: what it said need not be said again.
-pub(crate) fn sent(conn: &Connection, upload: &Upload) -> Result<(), Error> {
+///
+/// An Up that only said what was applied is kept as taken in `said`, in
+/// memory, and not written: written, its commit and its sync of the disk
+/// cost a register as much CPU as applying the message it reports
+/// (docs/src/decisions.md, issue 37). Nothing is lost with it: a replica
+/// opened again says where it stands first thing whatever it said before,
+/// and the server takes a report twice as any Up delivered twice.
+pub(crate) fn sent(conn: &Connection, upload: &Upload, said: &mut i64) -> Result<(), Error> {
+    let news = upload.news.unwrap_or(0);
+    if upload.only_says_applied() && !upload.suspected {
+        *said = (*said).max(news);
+        return Ok(());
+    }
     let tx = Transaction::begin(conn)?;
     let t = now();
-    if let Some(news) = upload.news {
-        state::said(conn, news)?;
+    if upload.news.is_some() {
+        state::said(conn, news.max(*said))?;
     }
     reject::reported(conn, &upload.rejections)?;
     if let Some(n) = upload.number {
-        conn.execute(
-            "UPDATE sync_uploads SET taken = 1, taken_at = ?2 WHERE number = ?1",
-            params![n as i64, t],
-        )?;
+        conn.prepare_cached("UPDATE sync_uploads SET taken = 1, taken_at = ?2 WHERE number = ?1")?
+            .execute(params![n as i64, t])?;
     }
     if upload.digests {
-        conn.execute("UPDATE sync_state SET digests_at = ?1 WHERE id = 1", [t])?;
+        conn.prepare_cached("UPDATE sync_state SET digests_at = ?1 WHERE id = 1")?
+            .execute([t])?;
     }
     if let Some(backlog) = &upload.backlog {
-        conn.execute(
+        conn.prepare_cached(
             "UPDATE sync_state SET backlog_said = ?1, backlog_at = ?2, backlog_epoch = epoch WHERE id = 1",
-            params![backlog, t],
-        )?;
+        )?
+        .execute(params![backlog, t])?;
     }
     if let Some(mut suspects) = Suspects::read(conn, &upload.lane)? {
         // The transport took a message of this lane: what it carried of the
