@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::error::Error;
 use crate::seal;
 use crate::spi::{self, from_pg, to_pg};
-use crate::statements::epochs::{BEGIN, CURRENT};
+use crate::statements::epochs::{BEGIN, CURRENT, CURRENT_ID};
 
 /// The epoch messages are numbered and sealed in.
 pub struct Epoch {
@@ -34,7 +34,7 @@ pub fn current() -> Epoch {
 
 /// The id of the current epoch, if one began.
 pub fn current_id() -> Option<Uuid> {
-    spi::one::<pgrx::Uuid>("SELECT id FROM sync.epochs WHERE current", &[]).map(from_pg)
+    spi::one_fixed::<pgrx::Uuid>(CURRENT_ID).map(from_pg)
 }
 
 /// An epoch's secret, when this database has that epoch.

@@ -181,6 +181,16 @@ pub fn one<T: FromDatum + IntoDatum>(sql: &str, args: &[DatumWithOid]) -> Option
     })
 }
 
+/// As `one`, for a fixed query with no parameters that runs often (filing
+/// a report, taking a message): its plan is kept too. Parsed and planned
+/// at every call, such a query cost a report more than running it.
+pub fn one_fixed<T: FromDatum + IntoDatum>(sql: &'static str) -> Option<T> {
+    Spi::connect_mut(|client| {
+        let mut rows = execute(client, sql, Some(1), &[], true);
+        rows.next().and_then(|row| row.get::<T>(1).ok().flatten())
+    })
+}
+
 /// Runs `work` with what PostgreSQL allocates for it in a scratch memory
 /// context, freed when it returns, so a long pass does not pile up what
 /// each chunk needed. `work` answers Rust values only.

@@ -6,3 +6,7 @@ SELECT id, secret FROM sync.epochs WHERE current
 
 -- name: BEGIN
 INSERT INTO sync.epochs (id, secret) VALUES ($1, $2)
+
+-- name: CURRENT_ID
+-- The current epoch's id: read by every report filed (its plan kept).
+SELECT id FROM sync.epochs WHERE current

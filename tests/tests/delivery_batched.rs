@@ -292,3 +292,65 @@ fn a_register_let_call_only_what_it_was_before_takes_its_messages_as_before() {
     );
     assert!(calls(&mut shop, "ack_next") >= 1);
 }
+
+/// The filing gate's key (pg_magic_sync/src/locks.rs): the relay worker
+/// holds it for the session while a pass runs.
+const GATE: i64 = 7_809_643_163_296_757_359;
+
+#[test]
+fn a_report_carried_while_a_pass_runs_waits_for_it_and_the_take_answers_the_message_it_wrote() {
+    let mut shop = Shop::open();
+    let me = shop.add_register("Register 1");
+    let mut register = shop::open_register(&shop.file_of(me), me);
+    shop::sync_all(&mut shop, std::slice::from_mut(&mut register));
+    shop.add_product("Kettle", 1);
+    shop.relay();
+    let kettles = shop.count("SELECT last_sequence FROM sync.replicas");
+    // The register applied the kettle's message, and has its report to say.
+    assert_eq!(shop::deliver(&mut shop.pg, &mut register).len(), 1);
+    let report = register.next_up().unwrap().expect("a report");
+    assert!(report.number().is_none(), "a report carries no rows");
+
+    // A pass runs: the gate closed, as the relay worker closes it, and the
+    // change it relays written meanwhile.
+    let mut worker = shop.cluster.connect("shop");
+    worker
+        .execute("SELECT pg_advisory_lock($1)", &[&GATE])
+        .unwrap();
+    shop.run("UPDATE shop.products SET price_cents = 2 WHERE name = 'Kettle'");
+    let mut device = shop.cluster.connect("shop");
+    let bytes = report.bytes.clone();
+    let taking = std::thread::spawn(move || {
+        let row = device
+            .query_one(
+                "SELECT id, message, reported, more FROM sync.take($1, NULL, $2)",
+                &[&me, &bytes],
+            )
+            .unwrap();
+        let message: Option<Vec<u8>> = row.get(1);
+        let reported: bool = row.get(2);
+        (message, reported)
+    });
+    wait_until("the take to wait at the gate", || {
+        shop.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") == 1
+    });
+    let relayed: serde_json::Value = worker.query_one("CALL sync.relay()", &[]).unwrap().get(0);
+    worker
+        .execute("SELECT pg_advisory_unlock($1)", &[&GATE])
+        .unwrap();
+    let (message, reported) = taking.join().unwrap();
+
+    // Filed once the pass ended, not refused (which would send it again in
+    // an Up of its own); and the take answered what the pass wrote.
+    assert!(reported, "the report filed after the pass: {relayed}");
+    register.sent(&report).unwrap();
+    assert_eq!(
+        shop.count("SELECT applied_sequence FROM sync.replicas"),
+        kettles,
+        "the server heard the kettle's message applied"
+    );
+    let message = message.expect("the message the pass wrote");
+    register.receive(&message).unwrap();
+    let held = shop::products_where(&register, "name = 'Kettle'");
+    assert_eq!(held.iter().map(|p| p.2).collect::<Vec<_>>(), vec![2]);
+}

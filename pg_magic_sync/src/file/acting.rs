@@ -175,7 +175,7 @@ pub fn as_owner<R>(work: impl FnOnce(&Caller) -> R) -> R {
     // The owner is looked up with the engine's search_path, still as the
     // caller (pg_extension is everyone's to read).
     let level = enter_search_path(ENGINE_SEARCH_PATH);
-    let owner: pg_sys::Oid = spi::one(EXTENSION_OWNER, &[])
+    let owner: pg_sys::Oid = spi::one_fixed(EXTENSION_OWNER)
         .unwrap_or_else(|| Error::missing("the extension magic_sync's owner").raise());
     become_user(
         owner,

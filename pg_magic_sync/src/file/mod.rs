@@ -52,6 +52,7 @@ use crate::file::standing::Standing;
 use crate::gate;
 use crate::settings;
 use crate::spi;
+use crate::statements::spi::SET_FOR_THE_TRANSACTION;
 
 fn dropped(replica: Uuid, why: &str) -> Value {
     pgrx::log!("magic_sync: an Up from {replica} dropped as malformed: {why}");
@@ -219,7 +220,10 @@ pub fn file_up(replica: Uuid, bytes: &[u8], caller: &Caller) -> Value {
     // (written in this transaction) must not be seen before the filing is
     // safe from a crash, whatever the server's synchronous_commit. With it
     // off, a crash after the answer was taken lost receipts for good.
-    spi::run("SELECT set_config('synchronous_commit', 'on', true)");
+    spi::run_with(
+        SET_FOR_THE_TRANSACTION,
+        &["synchronous_commit".into(), "on".into()],
+    );
     // Not while the relay worker's pass runs: it would have to start over.
     gate::pass_through();
     let Some(mut sender) = senders::recognise(replica, caller) else {

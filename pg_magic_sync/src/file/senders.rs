@@ -23,7 +23,7 @@ use crate::catalog::table_sql::quote_ident;
 use crate::error::{self, Error};
 use crate::file::acting::{self, Caller};
 use crate::spi::{self, to_pg};
-use crate::statements::file::senders::{ROLE_SETTING, SET_ROLE_SETTING};
+use crate::statements::file::senders::{HOOKS, ROLE_SETTING, SET_ROLE_SETTING};
 
 /// The hooks declared, each a function name, schema-qualified and quoted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -35,10 +35,7 @@ pub struct Hooks {
 
 impl Hooks {
     pub fn read() -> Hooks {
-        let found: Option<pgrx::JsonB> = spi::one(
-            "SELECT jsonb_build_object('known', known, 'filing', filing, 'place', place) FROM sync.senders",
-            &[],
-        );
+        let found: Option<pgrx::JsonB> = spi::one_fixed(HOOKS);
         let Some(found) = found else {
             return Hooks::default();
         };

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::error::Error;
 use crate::spi::{self, to_pg};
-use crate::statements::file::standing::READ;
+use crate::statements::file::standing::{NUMBERS_DRAWN, READ};
 
 /// The replica's row of `sync.replicas`, with times as seconds since the
 /// epoch of Unix and `now` the transaction's time.
@@ -74,11 +74,7 @@ impl Standing {
 
 /// The largest message number drawn so far (0 for none).
 pub fn numbers_drawn() -> i64 {
-    spi::one::<i64>(
-        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sync.message_numbers",
-        &[],
-    )
-    .unwrap_or(0)
+    spi::one_fixed::<i64>(NUMBERS_DRAWN).unwrap_or(0)
 }
 
 #[cfg(test)]

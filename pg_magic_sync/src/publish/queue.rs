@@ -6,10 +6,9 @@
 //! or late, takes nothing else out.
 
 use crate::error::Error;
-use crate::locks::GATE;
 use crate::message::envelope::{self, Kind};
 use crate::spi;
-use crate::statements::publish::queue::{ACK, GATE_OPEN, HEAD_OF_QUEUE};
+use crate::statements::publish::queue::{ACK, HEAD_OF_QUEUE};
 
 /// The replica's next message and its id, or None when none waits. It
 /// stays at the head of the queue until acknowledged.
@@ -40,12 +39,4 @@ pub fn next_and_more(replica: pgrx::Uuid) -> (Option<(String, Vec<u8>)>, bool) {
 /// that took a message out of its queue.
 pub fn ack(replica: pgrx::Uuid, id: &str) -> bool {
     spi::one::<bool>(ACK, &[replica.into(), id.into()]).unwrap_or(false)
-}
-
-/// Whether no relay pass runs now: the filing gate (gate.rs) is then held
-/// open for this transaction. A filing that would wait for a pass instead
-/// answers at once, so the message the pass writes is not taken later for
-/// it (`sync.take`).
-pub fn gate_open() -> bool {
-    spi::one::<bool>(GATE_OPEN, &[GATE.into()]).unwrap_or(false)
 }

@@ -7,3 +7,7 @@ SELECT pg_catalog.current_setting('role')
 
 -- name: SET_ROLE_SETTING
 SELECT pg_catalog.set_config('role', $1, true)
+
+-- name: HOOKS
+-- The hooks declared (sync.declare_senders), if any.
+SELECT jsonb_build_object('known', known, 'filing', filing, 'place', place) FROM sync.senders

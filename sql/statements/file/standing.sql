@@ -6,3 +6,7 @@ SELECT jsonb_build_object( 'live', live, 'provision', provision, 'epoch', epoch,
     FROM sync.replicas
     WHERE id = $1 FOR
     UPDATE
+
+-- name: NUMBERS_DRAWN
+-- The largest message number drawn so far (0 for none).
+SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM sync.message_numbers

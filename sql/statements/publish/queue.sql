@@ -16,5 +16,3 @@ WITH taken AS (DELETE FROM sync.outbox WHERE replica = $1 AND id = $2 RETURNING 
     SELECT count(*) > 0
     FROM taken
 
--- name: GATE_OPEN
-SELECT pg_try_advisory_xact_lock_shared($1)
