@@ -362,8 +362,9 @@ fn committed(wal: &Wal, pages: c_int) -> rusqlite::Result<()> {
 }
 
 /// Whether the registers over the queue take with `sync.take`
-/// (`Queue::in_one_call`): when `MAGIC_SYNC_QUEUE_IN_ONE_CALL` is set, as
-/// bench_transports' `--builds` sets it.
+/// (`Queue::in_one_call`, the client's default): unless
+/// `MAGIC_SYNC_QUEUE_IN_ONE_CALL` is `0`, which has them call as 0.1.0's
+/// client did.
 fn in_one_call() -> bool {
-    std::env::var_os("MAGIC_SYNC_QUEUE_IN_ONE_CALL").is_some()
+    std::env::var("MAGIC_SYNC_QUEUE_IN_ONE_CALL").map_or(true, |v| v != "0")
 }

@@ -205,10 +205,9 @@ fn builds_part(builds: &str, transports: &[Transport]) {
                 None => (pg_config.as_str(), false),
             };
             WITHOUT_TAKE.store(without_take, Ordering::SeqCst);
-            // The registers take with sync.take where the build has it
-            // (tests/src/registers.rs): the queue's client does not unless
-            // asked.
-            std::env::set_var("MAGIC_SYNC_QUEUE_IN_ONE_CALL", "1");
+            // The registers take with sync.take where the build has it (the
+            // queue client's default, tests/src/registers.rs), as 0.1.0's
+            // client did where it does not (`:no-take`).
             std::env::set_var("PG_CONFIG", pg_config);
             for ((transport, registers), per_build) in runs.iter_mut() {
                 let figures = commit_to_applied(
