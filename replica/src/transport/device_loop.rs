@@ -480,6 +480,12 @@ impl<T: Transport + ?Sized, R: FnMut(Status)> Looping<'_, T, R> {
                         lane: up.lane.clone(),
                         upload: up.number(),
                     });
+                    if up.only_says_applied() {
+                        // It carried all the lane had to say: another
+                        // built now would find nothing (rows written since
+                        // come with a poke, and a turn of their own).
+                        break;
+                    }
                 }
                 Err(Error::TransportRefused(why)) => {
                     let narrowed = self

@@ -351,7 +351,9 @@ fn build(u: &Uploading<'_>, lane: &str) -> Result<Option<Upload>, Error> {
         Vec<Rejection>,
         Option<Vec<i64>>,
     ) = (Vec::new(), Vec::new(), None);
-    let waiting: Vec<(i64, Rejection)> = if first && !state.epoch.is_empty() {
+    // Most Ups have no rejection to read: the state says whether any is
+    // kept at all.
+    let waiting: Vec<(i64, Rejection)> = if first && !state.epoch.is_empty() && state.rejections {
         reject::unreported(conn, &state.epoch)?
     } else {
         Vec::new()
