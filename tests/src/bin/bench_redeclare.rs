@@ -25,7 +25,9 @@
 //! install --release -p magic_sync --pg-config ...`), then
 //! `cargo build --release -p magic_sync_tests --bins &&
 //! ./target/release/bench_redeclare`. Options: `--replicas N` (200),
-//! `--rows N` (held by each replica, 15,000).
+//! `--rows N` (held by each replica, 15,000), `--timings` (each pass's
+//! steps), `--explain MS` (the plans of the statements, nested ones too,
+//! that took longer, by auto_explain, into `bench_redeclare.log`).
 
 use std::path::Path;
 use std::time::Instant;
