@@ -16,7 +16,10 @@ struct Module {
 }
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sql/statements");
+    // Read as the script runs, not as it was compiled: a target directory
+    // shared by two checkouts reuses the compiled script for both.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../sql/statements");
     println!("cargo::rerun-if-changed={}", root.display());
     let mut top = Module::default();
     for file in sql_files(&root) {
