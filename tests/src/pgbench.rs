@@ -12,6 +12,26 @@ use std::time::{Duration, Instant};
 use crate::cluster::bindir;
 use crate::Cluster;
 
+/// The shop pgbench writes to: its products carry a number `n`, so that
+/// a script can pick one at random, and a publication of them, for
+/// logical decoding's anchor.
+pub const NUMBERED_SHOP: &str = "
+    CREATE SCHEMA shop;
+    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
+    CREATE TABLE shop.products (
+        id uuid PRIMARY KEY, n integer NOT NULL UNIQUE, name text NOT NULL,
+        price_cents bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
+    CREATE PUBLICATION bench FOR TABLE shop.products;
+";
+
+/// Its declarations: the registers, and the products sent to every live
+/// one. Made apart, so that a benchmark can write to the shop undeclared
+/// first.
+pub const NUMBERED_DECLARED: &str = "
+    SELECT sync.declare_replicas('shop.registers', live => 'active');
+    SELECT sync.declare_table('shop.products', sync => 'broadcast');
+";
+
 /// How long pgbench writes.
 #[derive(Clone, Copy, Debug)]
 pub enum Run {

@@ -22,7 +22,7 @@ use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::{Options, Status};
 use magic_sync_replica::Received;
 use rusqlite::Connection;
-use shop::Shop;
+use shop::{names_held, Shop};
 use uuid::Uuid;
 
 /// The filing shop with a relay worker that idles an hour (a commit that
@@ -53,20 +53,6 @@ fn start(shop: &Shop, file: &Path, me: Uuid, user: &str, report_after: Duration)
     Device::start(replica, options, move |replica| {
         Queue::new(config, replica.me()).in_one_call(true)
     })
-}
-
-/// The products' names a register holds, sorted.
-fn names_held(file: &Path) -> Vec<String> {
-    let conn = Connection::open(file).unwrap();
-    let mut names: Vec<String> = conn
-        .prepare("SELECT name FROM products")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    names.sort();
-    names
 }
 
 /// The price a register holds of product `name`.

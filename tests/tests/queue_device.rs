@@ -17,7 +17,7 @@ use device::{Device, PATIENCE};
 use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::{Options, Status};
 use rusqlite::Connection;
-use shop::Shop;
+use shop::{names_held, Shop};
 use uuid::Uuid;
 
 /// The filing shop with a relay worker that idles an hour: what relays a
@@ -36,20 +36,6 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(began.elapsed() < PATIENCE, "waited {PATIENCE:?} for {what}");
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The products' names a register holds, sorted.
-fn names_held(file: &Path) -> Vec<String> {
-    let conn = Connection::open(file).unwrap();
-    let mut names: Vec<String> = conn
-        .prepare("SELECT name FROM products")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    names.sort();
-    names
 }
 
 fn unfiled(file: &Path) -> i64 {

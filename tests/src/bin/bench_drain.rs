@@ -21,104 +21,20 @@
 //! Smaller for a quick look: `--backlog 200000 --batch 20000`.
 
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use magic_sync_tests::args::arg;
 use magic_sync_tests::cluster::bindir;
+use magic_sync_tests::pgbench::{
+    by_number, cpu_seconds, pgbench, CpuWatch, Run, NUMBERED_DECLARED, NUMBERED_SHOP,
+};
 use magic_sync_tests::relaying::{drain, relay};
 use magic_sync_tests::Cluster;
 use postgres::Client;
 
-/// The products carry a number, so that pgbench can pick one at random.
-const SHOP: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (
-        id uuid PRIMARY KEY, n integer NOT NULL UNIQUE, name text NOT NULL,
-        price_cents bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
-    CREATE PUBLICATION bench FOR TABLE shop.products;
-";
-
-const DECLARED: &str = "
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
-";
-
-/// A process's CPU time so far (user and system), in seconds.
-fn cpu_seconds(pid: i32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name, in parentheses, may hold spaces: count after it.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // Clock ticks: USER_HZ, 100 on Linux.
-    Some(ticks / 100.0)
-}
-
-/// The CPU a process used until it ended: sampled every few milliseconds,
-/// the last sample kept (a walsender exits with its client).
-struct CpuWatch {
-    stop: Arc<AtomicBool>,
-    sampler: std::thread::JoinHandle<f64>,
-}
-
-impl CpuWatch {
-    fn of(pid: i32) -> CpuWatch {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let start = cpu_seconds(pid).unwrap_or(0.0);
-        let sampler = std::thread::spawn(move || {
-            let mut last = start;
-            while !stopping.load(Ordering::Relaxed) {
-                match cpu_seconds(pid) {
-                    Some(now) => last = now,
-                    None => break,
-                }
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            last - start
-        });
-        CpuWatch { stop, sampler }
-    }
-
-    fn used(self) -> f64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.sampler.join().unwrap()
-    }
-}
-
-/// Writes `writes` single-row UPDATEs by random key with pgbench (4
-/// clients, 2 threads, prepared): answers its rate, writes a second.
+/// pgbench's writes, `n` times over: its rate, writes a second.
 fn write_with_pgbench(cluster: &Cluster, db: &str, writes: i64, products: i64) -> f64 {
-    let script = tempfile::Builder::new().suffix(".sql").tempfile().unwrap();
-    std::fs::write(
-        script.path(),
-        format!(
-            "\\set k random(1, {products})\n\
-             UPDATE shop.products SET price_cents = price_cents + 1, updated_at = now() WHERE n = :k;\n"
-        ),
-    )
-    .unwrap();
-    let clients = 4;
-    let started = Instant::now();
-    let out = Command::new(bindir().join("pgbench"))
-        .arg("-h")
-        .arg(cluster.socket_dir())
-        .args(["-p", &cluster.port().to_string(), "-U", "postgres", "-n"])
-        .args(["-c", &clients.to_string(), "-j", "2", "-M", "prepared"])
-        .args(["-t", &(writes / clients).to_string(), "-f"])
-        .arg(script.path())
-        .arg(db)
-        .output()
-        .expect("runs pgbench");
-    let seconds = started.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "pgbench: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (writes / clients * clients) as f64 / seconds
+    pgbench(cluster, db, &by_number(products), Run::Transactions(writes)).rate()
 }
 
 /// What was sent is taken and confirmed, as replicas that keep up would:
@@ -236,7 +152,7 @@ fn main() {
     ]);
     let db = "drain";
     let mut pg = cluster.database_with_extension(db);
-    pg.batch_execute(SHOP).unwrap();
+    pg.batch_execute(NUMBERED_SHOP).unwrap();
     pg.execute(
         "INSERT INTO shop.products (id, n, name, price_cents) \
          SELECT gen_random_uuid(), i, 'Product ' || i, i FROM generate_series(1, $1::bigint) AS i",
@@ -246,7 +162,7 @@ fn main() {
     // The anchor of the writers: pgbench with nothing declared.
     settle(&mut pg);
     let undeclared = write_with_pgbench(&cluster, db, batch, products);
-    pg.batch_execute(DECLARED).unwrap();
+    pg.batch_execute(NUMBERED_DECLARED).unwrap();
     drain(&mut pg);
     pg.execute(
         "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1::bigint)",

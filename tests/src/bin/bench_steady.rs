@@ -33,23 +33,11 @@ use std::time::{Duration, Instant};
 
 use magic_sync_tests::args::{arg, text_arg};
 use magic_sync_tests::cluster::bindir;
-use magic_sync_tests::pgbench::{by_number, pgbench, CpuWatch, Ran, Run};
+use magic_sync_tests::pgbench::{
+    by_number, pgbench, CpuWatch, Ran, Run, NUMBERED_DECLARED, NUMBERED_SHOP,
+};
 use magic_sync_tests::Cluster;
 use postgres::Client;
-
-const SHOP: &str = "
-    CREATE SCHEMA shop;
-    CREATE TABLE shop.registers (id uuid PRIMARY KEY, active boolean NOT NULL DEFAULT true);
-    CREATE TABLE shop.products (
-        id uuid PRIMARY KEY, n integer NOT NULL UNIQUE, name text NOT NULL,
-        price_cents bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now());
-    CREATE PUBLICATION bench FOR TABLE shop.products;
-";
-
-const DECLARED: &str = "
-    SELECT sync.declare_replicas('shop.registers', live => 'active');
-    SELECT sync.declare_table('shop.products', sync => 'broadcast');
-";
 
 const DB: &str = "steady";
 
@@ -241,7 +229,7 @@ fn measure(bin: &std::path::Path, o: &Options, more: &[String]) -> Figures {
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let cluster = Cluster::start_from(bin, &settings);
     let mut pg = cluster.database_with_extension(DB);
-    pg.batch_execute(SHOP).unwrap();
+    pg.batch_execute(NUMBERED_SHOP).unwrap();
     pg.execute(
         "INSERT INTO shop.products (id, n, name, price_cents) \
          SELECT gen_random_uuid(), i, 'Product ' || i, i FROM generate_series(1, $1::bigint) AS i",
@@ -289,7 +277,7 @@ fn measure(bin: &std::path::Path, o: &Options, more: &[String]) -> Figures {
         .unwrap();
 
     // Declared, 10 live replicas, the worker provisioning them.
-    pg.batch_execute(DECLARED).unwrap();
+    pg.batch_execute(NUMBERED_DECLARED).unwrap();
     pg.execute(
         "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1::bigint)",
         &[&o.replicas],

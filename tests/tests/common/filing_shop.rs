@@ -315,6 +315,22 @@ pub fn products_where(register: &Replica, condition: &str) -> Vec<(Uuid, String,
     rows
 }
 
+/// The names of the products a register's file holds, sorted, read
+/// through a connection of its own (beside a device loop that holds the
+/// replica's).
+pub fn names_held(file: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    let mut names: Vec<String> = conn
+        .prepare("SELECT name FROM products")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    names.sort();
+    names
+}
+
 /// How many notes a register still waits to have filed.
 pub fn unfiled(register: &Replica) -> i64 {
     register
