@@ -129,7 +129,10 @@ fn a_backlog_of_a_million_notes_is_drained_a_batch_a_pass_with_every_register_co
     // what each wrote before the next.
     let batch: i64 = shop
         .pg
-        .query_one("SELECT current_setting('magic_sync.notes_per_pass')::bigint", &[])
+        .query_one(
+            "SELECT current_setting('magic_sync.notes_per_pass')::bigint",
+            &[],
+        )
         .unwrap()
         .get(0);
     let mut passes = 0;
@@ -162,7 +165,10 @@ fn a_backlog_of_a_million_notes_is_drained_a_batch_a_pass_with_every_register_co
         .into_iter()
         .map(|(_, _, price, _)| price)
         .collect();
-    assert!(prices.iter().all(|&p| p == ROUNDS), "a change lost on the server");
+    assert!(
+        prices.iter().all(|&p| p == ROUNDS),
+        "a change lost on the server"
+    );
 
     // In order and none twice: each product's prices, as applied, rise;
     // and a product changed many times in one pass went once that pass.
