@@ -350,7 +350,7 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
     }
     for table in tables.iter().filter(|t| t.mirror.goes_down()) {
         if d.touched.contains(&table.name) {
-            touch(table, &journaled);
+            touch(table, &journaled, d.resent.contains(&table.name));
         }
         if d.resent.contains(&table.name) {
             spi::run_with(
@@ -390,7 +390,16 @@ fn scope_of_snapshot(d: &Difference) -> Vec<String> {
 /// assigned table's 1,000,000 rows for 200 registers: 200,000,000 pairs).
 /// A broadcast or following table, or a journaled one (planned for the
 /// stand-ins), has every row touched for every replica.
-fn touch(table: &Declared, journaled: &Journaled) {
+///
+/// Of a table that names each row's replicas, only the pairs that move
+/// are touched: held and no longer given, or given and not held. A row
+/// held and still given keeps its reason to be held, and what leans on it
+/// or it on is reached from the rows that move, as for any change; touched
+/// too, at 200 registers of 5,950 orders each, the 1,190,000 pairs held
+/// went through the closure to find the 120,000 that move (90.7 s of a
+/// 117.5 s change). With its columns changed too (`resent`), every row
+/// held is touched: PLAN_SENDS sends those kept and held again.
+fn touch(table: &Declared, journaled: &Journaled, resent: bool) {
     let name = quote_literal(&table.name);
     let per_replica = matches!(
         table.rule,
@@ -405,14 +414,20 @@ fn touch(table: &Declared, journaled: &Journaled) {
         ));
         return;
     }
-    let given = match rule_rows(table, "sync_pass_live", None) {
-        Some(rows) => format!(" UNION SELECT * FROM ({rows}) AS g"),
-        None => String::new(),
+    let held = format!(
+        "SELECT h.replica, h.table_name, h.key FROM sync.held_recorded h \
+         WHERE h.table_name = {name} AND h.leaving IS NULL"
+    );
+    let touched = match (rule_rows(table, "sync_pass_live", None), resent) {
+        (Some(given), false) => format!(
+            "(({held}) EXCEPT SELECT * FROM ({given}) AS g) \
+             UNION ALL (SELECT * FROM ({given}) AS g EXCEPT ({held}))"
+        ),
+        (Some(given), true) => format!("({held}) UNION SELECT * FROM ({given}) AS g"),
+        (None, _) => held,
     };
     spi::run(&format!(
-        "INSERT INTO sync_pass_touched (replica, table_name, key) \
-         SELECT h.replica, h.table_name, h.key FROM sync.held_recorded h \
-         WHERE h.table_name = {name} AND h.leaving IS NULL{given}"
+        "INSERT INTO sync_pass_touched (replica, table_name, key) {touched}"
     ));
 }
 
