@@ -485,6 +485,64 @@ fn a_table_whose_relation_changed_is_sent_again_alone_to_the_registers_holding_i
 }
 
 #[test]
+fn a_holder_with_a_message_still_on_its_way_at_a_relation_change_is_provisioned_whole() {
+    let (mut shop, ids, mut registers) = shop_with_registers();
+    // A message written for R0 that it has not applied when the relation
+    // changes: had it been lost, a snapshot of the notices alone would
+    // hide the loss (a snapshot begins anew whatever gap a replica has).
+    shop.run("UPDATE shop.products SET price_cents = price_cents + 1 WHERE name = 'Coffee'");
+    shop.relay();
+    shop.run(
+        "CREATE TABLE shop.notices_v2 (LIKE shop.notices INCLUDING ALL);
+         INSERT INTO shop.notices_v2 SELECT * FROM shop.notices;
+         SELECT sync.undeclare_table('shop.notices');
+         SELECT sync.declare_table('shop.notices_v2', name => 'notices',
+                                   sync => 'assigned(register_id)');",
+    );
+    // R1 applied everything sent it (the price's message is taken now,
+    // before the relation's pass): a snapshot of the notices only.
+    deliver(&mut shop.pg, &mut registers[1]);
+    report(&mut shop.pg, &mut registers[1]);
+    shop.relay();
+    let ended_tables = |received: &[Received]| -> Vec<Vec<String>> {
+        received
+            .iter()
+            .filter_map(|r| match r {
+                Received::Ended { tables, .. } => Some(tables.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let r0 = deliver(&mut shop.pg, &mut registers[0]);
+    report(&mut shop.pg, &mut registers[0]);
+    let r1 = deliver(&mut shop.pg, &mut registers[1]);
+    report(&mut shop.pg, &mut registers[1]);
+    let r0_ended = ended_tables(&r0);
+    assert_eq!(r0_ended.len(), 1, "{}: one snapshot", ids[0]);
+    assert!(
+        r0_ended[0].len() > 1 && r0_ended[0].iter().any(|t| t == "products"),
+        "{}: provisioned whole, the snapshot names every table it holds: {r0_ended:?}",
+        ids[0]
+    );
+    assert_eq!(
+        ended_tables(&r1),
+        vec![vec!["notices".to_owned()]],
+        "{}",
+        ids[1]
+    );
+    sync_all(&mut shop, &mut registers);
+    let expected = server_products(&mut shop, "shop.cheap", false);
+    for (id, register) in ids.iter().zip(&registers) {
+        assert_eq!(products_with_sku(register), expected, "{id}");
+        assert_eq!(
+            notices_of(register),
+            server_notices(&mut shop, &format!("register_id = '{id}'")),
+            "{id}"
+        );
+    }
+}
+
+#[test]
 fn a_register_offline_through_a_change_gets_only_the_difference_when_it_is_back() {
     let (mut shop, ids, mut registers) = shop_with_registers();
     let mut offline = registers.pop().unwrap();

@@ -311,10 +311,14 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
         // One that said it has a gap, or is to be provisioned later for
         // what it said, is provisioned whole: a snapshot of some tables
         // only would not set straight what it missed of the others, yet
-        // would be taken for the one on its way (file/applied.rs).
+        // would be taken for the one on its way (file/applied.rs). So is
+        // one not heard applying everything sent it: a message still on
+        // its way may be lost, and the snapshot, which begins anew
+        // whatever gap the replica has (protocol 4.1), would hide that.
         let whole = spi::run_counting(
             "UPDATE sync.replicas r SET provision = true WHERE r.live AND NOT r.provision \
-             AND (r.gap > 0 OR r.provision_at IS NOT NULL) \
+             AND (r.gap > 0 OR r.provision_at IS NOT NULL \
+                  OR r.applied_epoch IS DISTINCT FROM r.epoch OR r.applied_sequence < r.last_sequence) \
              AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1)) \
              RETURNING r.id",
             &[names(&d.provisioned).into()],
