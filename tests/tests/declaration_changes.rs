@@ -12,7 +12,7 @@ mod shop;
 
 use std::collections::BTreeMap;
 
-use magic_sync_replica::{Apply, Received, Replica, Settings, Table, Tables};
+use magic_sync_replica::{Received, Replica, Settings, Table};
 use serde_json::Value;
 use shop::*;
 use uuid::Uuid;
@@ -24,20 +24,7 @@ type Moved = BTreeMap<String, i64>;
 /// send yet (`products.sku`: a register updated before the server) and the
 /// head office's notices.
 fn open(shop: &Shop, me: Uuid) -> Replica {
-    let tables = Tables::new(vec![
-        Table::catalog("products").retired("retired_at"),
-        Table::record("receipts").origin("register_id"),
-        Table::both("register_state")
-            .replica_owned(&["battery"])
-            .origin("register_id")
-            .retired("retired_at"),
-        Table::setting("footers")
-            .version("changed_at")
-            .origin("register_id")
-            .desired(&["text"])
-            .apply(Apply::Always),
-        Table::catalog("notices"),
-    ]);
+    let tables = tables_and(vec![Table::catalog("notices")]);
     let schema = format!(
         "CREATE TABLE IF NOT EXISTS products (
             id          BLOB PRIMARY KEY NOT NULL,
@@ -193,24 +180,10 @@ fn server_products(
 
 /// The notices a register holds: (id, register, text), sorted.
 fn notices_of(register: &Replica) -> Vec<(Uuid, Uuid, String)> {
-    let mut rows: Vec<_> = register
-        .connection()
-        .prepare("SELECT id, register_id, text FROM notices")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            let register: Vec<u8> = r.get(1)?;
-            Ok((
-                Uuid::from_slice(&id).unwrap(),
-                Uuid::from_slice(&register).unwrap(),
-                r.get(2)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
+    rows_by_register(
+        register.connection(),
+        "SELECT id, register_id, text FROM notices",
+    )
 }
 
 fn server_notices(shop: &mut Shop, condition: &str) -> Vec<(Uuid, Uuid, String)> {
@@ -714,18 +687,7 @@ fn shop_with_orders() -> (Shop, Vec<Uuid>, Vec<Replica>) {
              FROM shop.orders o, generate_series(1, 2) AS q;",
     );
     let tables = || {
-        Tables::new(vec![
-            Table::catalog("products").retired("retired_at"),
-            Table::record("receipts").origin("register_id"),
-            Table::both("register_state")
-                .replica_owned(&["battery"])
-                .origin("register_id")
-                .retired("retired_at"),
-            Table::setting("footers")
-                .version("changed_at")
-                .origin("register_id")
-                .desired(&["text"])
-                .apply(Apply::Always),
+        tables_and(vec![
             Table::catalog("suppliers"),
             Table::catalog("orders"),
             Table::catalog("order_lines"),

@@ -75,7 +75,12 @@ pub const REGISTER_SCHEMA: &str = "
 ";
 
 pub fn tables() -> Tables {
-    Tables::new(vec![
+    tables_and(Vec::new())
+}
+
+/// The shop's tables, then `more`: a test's own tables after them.
+pub fn tables_and(more: Vec<Table>) -> Tables {
+    let shop = vec![
         Table::catalog("products").retired("retired_at"),
         Table::record("receipts").origin("register_id"),
         Table::both("register_state")
@@ -87,7 +92,8 @@ pub fn tables() -> Tables {
             .origin("register_id")
             .desired(&["text"])
             .apply(Apply::Always),
-    ])
+    ];
+    Tables::new(shop.into_iter().chain(more).collect())
 }
 
 pub struct Shop {
@@ -277,6 +283,31 @@ pub fn values_by_id<T: rusqlite::types::FromSql + Ord>(
         .query_map([], |r| {
             let id: Vec<u8> = r.get(0)?;
             Ok((Uuid::from_slice(&id).unwrap(), r.get(1)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    rows.sort();
+    rows
+}
+
+/// The rows a SQLite connection answers to `sql`: an id, the register
+/// it belongs to, and a value, sorted.
+pub fn rows_by_register<T: rusqlite::types::FromSql + Ord>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+) -> Vec<(Uuid, Uuid, T)> {
+    let mut rows: Vec<(Uuid, Uuid, T)> = conn
+        .prepare(sql)
+        .unwrap()
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            let register: Vec<u8> = r.get(1)?;
+            Ok((
+                Uuid::from_slice(&id).unwrap(),
+                Uuid::from_slice(&register).unwrap(),
+                r.get(2)?,
+            ))
         })
         .unwrap()
         .collect::<Result<_, _>>()

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::common::{products_held_in, products_of, Product};
 use crate::device::PATIENCE;
-use crate::shop::{write_receipt, Shop};
+use crate::shop::{rows_by_register, write_receipt, Shop};
 
 /// A receipt: id, the register that wrote it, total.
 pub type Receipt = (Uuid, Uuid, i64);
@@ -31,24 +31,10 @@ pub fn products_in(file: &Path) -> Vec<Product> {
 
 /// The receipts a register's file holds, sorted.
 pub fn receipts_in(file: &Path) -> Vec<Receipt> {
-    let conn = Connection::open(file).unwrap();
-    let mut rows: Vec<Receipt> = conn
-        .prepare("SELECT id, register_id, total_cents FROM receipts")
-        .unwrap()
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            let register: Vec<u8> = r.get(1)?;
-            Ok((
-                Uuid::from_slice(&id).unwrap(),
-                Uuid::from_slice(&register).unwrap(),
-                r.get(2)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
+    rows_by_register(
+        &Connection::open(file).unwrap(),
+        "SELECT id, register_id, total_cents FROM receipts",
+    )
 }
 
 /// How many rows a register wrote that wait to be filed (sent or not).
