@@ -115,15 +115,24 @@ fn what_if(shop: &mut Shop, migration: &str) -> Value {
 fn deploy(shop: &mut Shop, registers: &mut [Replica], migration: &str) -> (Value, Vec<Moved>) {
     shop.run(migration);
     let summary = shop.relay();
-    let moved = registers
+    let moved = take_each(shop, registers)
+        .iter()
+        .map(|received| applied(received))
+        .collect();
+    (summary, moved)
+}
+
+/// Every register takes what waits for it and says what it applied:
+/// answers what each received.
+fn take_each(shop: &mut Shop, registers: &mut [Replica]) -> Vec<Vec<Received>> {
+    registers
         .iter_mut()
         .map(|register| {
             let received = deliver(&mut shop.pg, register);
             report(&mut shop.pg, register);
-            applied(&received)
+            received
         })
-        .collect();
-    (summary, moved)
+        .collect()
 }
 
 fn moved(pairs: &[(&str, i64)]) -> Moved {
@@ -405,14 +414,7 @@ fn a_table_whose_relation_changed_is_sent_again_alone_to_the_registers_holding_i
             .contains("provisions again the replicas holding notices"),
         "{said}"
     );
-    let received: Vec<Vec<Received>> = registers
-        .iter_mut()
-        .map(|register| {
-            let received = deliver(&mut shop.pg, register);
-            report(&mut shop.pg, register);
-            received
-        })
-        .collect();
+    let received = take_each(&mut shop, &mut registers);
     // R0's snapshot names the notices alone: it is sent its two notices
     // and Tea, and lets go of nothing else it holds.
     let ended: Vec<&Vec<String>> = received[0]
@@ -486,10 +488,7 @@ fn a_holder_with_a_message_still_on_its_way_at_a_relation_change_is_provisioned_
             })
             .collect()
     };
-    let r0 = deliver(&mut shop.pg, &mut registers[0]);
-    report(&mut shop.pg, &mut registers[0]);
-    let r1 = deliver(&mut shop.pg, &mut registers[1]);
-    report(&mut shop.pg, &mut registers[1]);
+    let [r0, r1]: [Vec<Received>; 2] = take_each(&mut shop, &mut registers).try_into().unwrap();
     let r0_ended = ended_tables(&r0);
     assert_eq!(r0_ended.len(), 1, "{}: one snapshot", ids[0]);
     assert!(
