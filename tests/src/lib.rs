@@ -10,6 +10,7 @@
 //! own, to run another build's library in (`private_postgres`).
 
 pub mod args;
+pub mod bench_shop;
 pub mod cluster;
 pub mod figures;
 pub mod fuzz;
