@@ -36,4 +36,15 @@ pub const BROADCAST_SHOP: &str = "
     SELECT sync.declare_table('shop.products', sync => 'broadcast');
 ";
 
+/// Adds `count` products to a shop of the benchmarks', named 'Product 1'
+/// to 'Product `count`', each priced its number.
+pub fn add_products(pg: &mut postgres::Client, count: usize) {
+    pg.execute(
+        "INSERT INTO shop.products (id, name, price_cents) \
+         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::int) AS i",
+        &[&(count as i32)],
+    )
+    .unwrap();
+}
+
 pub use cluster::Cluster;

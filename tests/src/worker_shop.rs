@@ -7,6 +7,7 @@
 use postgres::Client;
 use uuid::Uuid;
 
+use crate::add_products;
 use crate::nats::{self, NatsServer};
 use crate::registers::Link;
 use crate::{Cluster, BROADCAST_SHOP};
@@ -65,12 +66,7 @@ impl WorkerShop {
         let cluster = Cluster::start_with(&settings);
         let mut pg = cluster.database_with_extension("shop");
         pg.batch_execute(BROADCAST_SHOP).unwrap();
-        pg.execute(
-            "INSERT INTO shop.products (id, name, price_cents) \
-             SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::int) AS i",
-            &[&(products as i32)],
-        )
-        .unwrap();
+        add_products(&mut pg, products);
         WorkerShop {
             pg,
             cluster,

@@ -35,6 +35,7 @@ use std::process::Command;
 
 use magic_sync_replica::queue;
 use magic_sync_replica::{install, Received, Replica, Settings, Table, Tables};
+use magic_sync_tests::add_products;
 use magic_sync_tests::args::{arg, text_arg};
 use magic_sync_tests::figures::quantile;
 use magic_sync_tests::{Cluster, BROADCAST_SHOP};
@@ -115,12 +116,7 @@ fn capture(products: usize, changes: usize) -> Stream {
     let cluster = Cluster::start();
     let mut pg = cluster.database_with_extension("shop");
     pg.batch_execute(BROADCAST_SHOP).unwrap();
-    pg.execute(
-        "INSERT INTO shop.products (id, name, price_cents) \
-         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::int) AS i",
-        &[&(products as i32)],
-    )
-    .unwrap();
+    add_products(&mut pg, products);
     let me = Uuid::new_v4();
     pg.execute("INSERT INTO shop.registers (id) VALUES ($1)", &[&me])
         .unwrap();

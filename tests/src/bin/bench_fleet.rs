@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 use magic_sync_replica::transport::nats::{Nats, NatsSettings};
 use magic_sync_replica::transport::{run, Control, Options, Status};
 use magic_sync_replica::{install, Received, Replica, Settings, Table, Tables};
+use magic_sync_tests::add_products;
 use magic_sync_tests::args::arg;
 use magic_sync_tests::figures::quantile;
 use magic_sync_tests::nats::{self, NatsServer};
@@ -511,12 +512,7 @@ impl HeadOffice {
         ]);
         let mut pg = cluster.database_with_extension("shop");
         pg.batch_execute(SERVER_SCHEMA).unwrap();
-        pg.execute(
-            "INSERT INTO shop.products (id, name, price_cents) \
-             SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::int) AS i",
-            &[&(products as i32)],
-        )
-        .unwrap();
+        add_products(&mut pg, products);
         HeadOffice {
             pg,
             _cluster: cluster,
