@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::collections::HashMap;
-
 use common::*;
 use magic_sync_proto::wire::to_replica::Body;
 use magic_sync_proto::wire::ToReplica;
@@ -32,34 +30,8 @@ const MESSAGE_BYTES: usize = 32 * 1024;
 fn a_register_logging_prices(shop: &mut Shop, name: &str) -> Replica {
     let me = shop.add_register(name);
     let register = open_register(&shop.file_of(me), me);
+    log_prices_applied(&register);
     register
-        .connection()
-        .execute_batch(
-            "CREATE TABLE applied (id BLOB NOT NULL, price INTEGER NOT NULL);
-             CREATE TRIGGER applied_insert AFTER INSERT ON products
-               BEGIN INSERT INTO applied VALUES (new.id, new.price_cents); END;
-             CREATE TRIGGER applied_update AFTER UPDATE ON products
-               BEGIN INSERT INTO applied VALUES (new.id, new.price_cents); END;",
-        )
-        .unwrap();
-    register
-}
-
-/// Every price a register applied, per product, in the order applied.
-fn applied(register: &Replica) -> HashMap<Vec<u8>, Vec<i64>> {
-    let conn = register.connection();
-    let mut statement = conn
-        .prepare("SELECT id, price FROM applied ORDER BY rowid")
-        .unwrap();
-    let mut per_product: HashMap<Vec<u8>, Vec<i64>> = HashMap::new();
-    for row in statement
-        .query_map([], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
-        .unwrap()
-    {
-        let (id, price) = row.unwrap();
-        per_product.entry(id).or_default().push(price);
-    }
-    per_product
 }
 
 /// Takes, checks against the limits, applies and acknowledges every
@@ -173,7 +145,7 @@ fn a_backlog_of_a_million_notes_is_drained_a_batch_a_pass_with_every_register_co
     // In order and none twice: each product's prices, as applied, rise;
     // and a product changed many times in one pass went once that pass.
     for (register, rows) in registers.iter().zip(&rows_each) {
-        let applied = applied(register);
+        let applied = prices_applied(register);
         assert_eq!(applied.len() as i64, PRODUCTS);
         for prices in applied.values() {
             assert!(

@@ -69,16 +69,7 @@ fn a_register_logging_prices() -> (Shop, Replica) {
     wait_until("the relay worker", || pacing(&mut shop.pg).is_some());
     let a = shop.add_register("Register 1");
     let mut register = open_register(&shop.file_of(a), a);
-    register
-        .connection()
-        .execute_batch(
-            "CREATE TABLE applied (id BLOB NOT NULL, price INTEGER NOT NULL);
-             CREATE TRIGGER applied_insert AFTER INSERT ON products
-               BEGIN INSERT INTO applied VALUES (new.id, new.price_cents); END;
-             CREATE TRIGGER applied_update AFTER UPDATE ON products
-               BEGIN INSERT INTO applied VALUES (new.id, new.price_cents); END;",
-        )
-        .unwrap();
+    log_prices_applied(&register);
     shop.pg
         .execute(
             "INSERT INTO shop.products (id, name, price_cents) \
@@ -96,23 +87,6 @@ fn deliver_until_it_holds_the_servers(shop: &mut Shop, register: &mut Replica) {
         report(&mut shop.pg, register);
         held_by(register) == shop.products()
     });
-}
-
-/// Every price the register applied, per product, in the order applied.
-fn applied(register: &Replica) -> HashMap<Vec<u8>, Vec<i64>> {
-    let conn = register.connection();
-    let mut statement = conn
-        .prepare("SELECT id, price FROM applied ORDER BY rowid")
-        .unwrap();
-    let mut per_product: HashMap<Vec<u8>, Vec<i64>> = HashMap::new();
-    for row in statement
-        .query_map([], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
-        .unwrap()
-    {
-        let (id, price) = row.unwrap();
-        per_product.entry(id).or_default().push(price);
-    }
-    per_product
 }
 
 #[test]
@@ -150,7 +124,7 @@ fn a_steady_stream_is_applied_whole_once_and_in_order() {
         .into_iter()
         .map(|(id, _, price, _)| (id.as_bytes().to_vec(), price))
         .collect();
-    let applied = applied(&register);
+    let applied = prices_applied(&register);
     assert_eq!(applied.len(), PRODUCTS);
     for (id, prices) in &applied {
         assert!(

@@ -174,6 +174,39 @@ pub fn products_held_in(conn: &Connection) -> Vec<Product> {
     rows
 }
 
+/// Has a register's SQLite file log every price it applies, in order (a
+/// trigger on its products), for `prices_applied`.
+pub fn log_prices_applied(register: &Replica) {
+    register
+        .connection()
+        .execute_batch(
+            "CREATE TABLE applied (id BLOB NOT NULL, price INTEGER NOT NULL);
+             CREATE TRIGGER applied_insert AFTER INSERT ON products
+               BEGIN INSERT INTO applied VALUES (new.id, new.price_cents); END;
+             CREATE TRIGGER applied_update AFTER UPDATE ON products
+               BEGIN INSERT INTO applied VALUES (new.id, new.price_cents); END;",
+        )
+        .unwrap();
+}
+
+/// Every price a register logging them applied, per product id, in the
+/// order applied.
+pub fn prices_applied(register: &Replica) -> std::collections::HashMap<Vec<u8>, Vec<i64>> {
+    let conn = register.connection();
+    let mut statement = conn
+        .prepare("SELECT id, price FROM applied ORDER BY rowid")
+        .unwrap();
+    let mut per_product: std::collections::HashMap<Vec<u8>, Vec<i64>> = Default::default();
+    for row in statement
+        .query_map([], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, i64>(1)?)))
+        .unwrap()
+    {
+        let (id, price) = row.unwrap();
+        per_product.entry(id).or_default().push(price);
+    }
+    per_product
+}
+
 /// Takes, applies and acknowledges every message waiting for a register.
 pub fn deliver(pg: &mut Client, register: &mut Replica) -> Vec<Received> {
     queue::deliver(pg, register).expect("delivers")
