@@ -105,8 +105,13 @@ fn me_bytes() -> Vec<u8> {
 
 /// A register provisioned with nothing, holding its own footer and screen.
 fn register(footers: impl CarryOut) -> (Shop, Replica, Server) {
+    register_with(settings(footers))
+}
+
+/// `register` with settings of the test's own.
+fn register_with(settings: Settings) -> (Shop, Replica, Server) {
     let shop = Shop::with_schema(SCHEMA);
-    let mut replica = shop.open_with_settings(tables(), settings(footers));
+    let mut replica = shop.open_with_settings(tables(), settings);
     let mut server = Server::new();
     apply(&mut replica, &server.nothing(&["sync_wishes"]));
     write_footer(&replica, "Thank you", T0);
@@ -536,9 +541,17 @@ fn the_same_wish_carried_out_twice_leaves_the_setting_as_once_does() {
 
 #[test]
 fn a_handler_that_panics_has_the_wish_wait_and_another_wish_is_still_carried_out() {
-    let (_shop, mut replica, mut server) = register(By(|_: &Wish| -> Outcome {
-        panic!("the printer's driver crashed")
-    }));
+    // Each handler runs on a thread of its own, waited for no longer than
+    // `wishes_timeout`: 500 ms would answer "did not answer within" for a
+    // thread a loaded machine had not yet run (or one still unwinding),
+    // and the screen's wish "waiting". Both answer at once; a minute only
+    // bounds the wait.
+    let (_shop, mut replica, mut server) = register_with(Settings {
+        wishes_timeout: Duration::from_secs(60),
+        ..settings(By(|_: &Wish| -> Outcome {
+            panic!("the printer's driver crashed")
+        }))
+    });
     let f = footer_wish(1, "Open on Sundays", T0, 7);
     let s = screen_wish(2, 70, 9);
     let received = apply(
