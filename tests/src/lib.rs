@@ -36,8 +36,8 @@ pub const BROADCAST_SHOP: &str = "
     SELECT sync.declare_table('shop.products', sync => 'broadcast');
 ";
 
-/// Adds `count` products to a shop of the benchmarks', named 'Product 1'
-/// to 'Product `count`', each priced its number.
+/// Adds `count` products to a shop (the benchmarks' or the tests'), named
+/// 'Product 1' to 'Product `count`', each priced its number.
 pub fn add_products(pg: &mut postgres::Client, count: usize) {
     pg.execute(
         "INSERT INTO shop.products (id, name, price_cents) \

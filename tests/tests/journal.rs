@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use magic_sync_replica::{Replica, Settings};
+use magic_sync_tests::add_products;
 use uuid::Uuid;
 
 /// Register 2 refuses a product named 'Forbidden'.
@@ -88,21 +89,11 @@ fn held_by_each(shop: &mut Shop, register: Uuid) -> i64 {
         .get(0)
 }
 
-fn add_products(shop: &mut Shop, n: i64) {
-    shop.pg
-        .execute(
-            "INSERT INTO shop.products (id, name, price_cents) \
-             SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::bigint) AS i",
-            &[&n],
-        )
-        .unwrap();
-}
-
 /// A shop of `products` products and a register for each of `schemas`,
 /// each provisioned (so following its stand-in) and holding them.
-fn shop_in_sync(products: i64, schemas: &[&str]) -> (Shop, Vec<Replica>) {
+fn shop_in_sync(products: usize, schemas: &[&str]) -> (Shop, Vec<Replica>) {
     let mut shop = Shop::open();
-    add_products(&mut shop, products);
+    add_products(&mut shop.pg, products);
     let mut registers = registers(&mut shop, schemas);
     sync_all(&mut shop, &mut registers);
     (shop, registers)
@@ -132,7 +123,7 @@ fn a_broadcast_table_is_recorded_once_and_every_register_holds_it_and_says_so() 
          WHERE name IN ('Product 1', 'Product 2'); \
          DELETE FROM shop.products WHERE name = 'Product 3'",
     );
-    add_products(&mut shop, 2);
+    add_products(&mut shop.pg, 2);
     sync_all(&mut shop, &mut registers);
     assert_each_holds_the_servers_products(&mut shop, &registers);
     assert_eq!(

@@ -18,6 +18,7 @@ use device::{Device, PATIENCE};
 use magic_sync_replica::transport::nats::{Nats, NatsSettings};
 use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::{Options, Status};
+use magic_sync_tests::add_products;
 use magic_sync_tests::nats::{self as nats_server, NatsServer};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
@@ -234,10 +235,7 @@ fn a_replica_called_synced_holds_exactly_what_it_should_while_the_transport_fail
     // The third register's device connects as a role of its own, which the
     // test locks out: every take and send of its loop fails.
     shop.run("CREATE ROLE device LOGIN SUPERUSER");
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) \
-         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 20) AS i",
-    );
+    add_products(&mut shop.pg, 20);
     let ids: Vec<Uuid> = (0..3)
         .map(|i| shop.add_register(&format!("R{i}")))
         .collect();
@@ -361,10 +359,7 @@ fn over_nats_a_replica_is_never_called_synced_while_sends_to_it_fail_and_is_sync
         "magic_sync.send_timeout=2000",
         url.as_str(),
     ]);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) \
-         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 10) AS i",
-    );
+    add_products(&mut shop.pg, 10);
     let ids: Vec<Uuid> = (0..2)
         .map(|i| shop.add_register(&format!("R{i}")))
         .collect();

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use device::{Device, PATIENCE};
 use magic_sync_replica::transport::queue::Queue;
 use magic_sync_replica::transport::Options;
-use magic_sync_tests::Cluster;
+use magic_sync_tests::{add_products, Cluster};
 use postgres::Client;
 use rusqlite::Connection;
 use serde_json::Value;
@@ -135,10 +135,7 @@ fn progress_and_row_progress_count_a_row_held_only_once_the_register_confirmed_i
         "magic_sync.database=shop",
         "magic_sync.idle=1",
     ]);
-    shop.run(
-        "INSERT INTO shop.products (id, name, price_cents) \
-         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 3) AS i",
-    );
+    add_products(&mut shop.pg, 3);
     let (ids, registers) = shop.add_registers(2);
     // Each register's file exists, with its schema: it has applied nothing.
     drop(registers);

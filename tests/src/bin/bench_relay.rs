@@ -18,17 +18,8 @@ use std::time::Instant;
 
 use magic_sync_tests::args::arg;
 use magic_sync_tests::relaying::{drain, relay};
-use magic_sync_tests::{Cluster, BROADCAST_SHOP};
+use magic_sync_tests::{add_products, Cluster, BROADCAST_SHOP};
 use postgres::Client;
-
-fn fill_products(pg: &mut Client, rows: i64) {
-    pg.execute(
-        "INSERT INTO shop.products (id, name, price_cents) \
-         SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, $1::bigint) AS i",
-        &[&rows],
-    )
-    .unwrap();
-}
 
 /// A process's private resident memory now, in MiB (RssAnon: what it
 /// allocated itself, leaving out the shared buffers every backend maps).
@@ -83,7 +74,7 @@ fn provision_one(cluster: &Cluster, rows: i64) -> (f64, f64, f64) {
     let db = format!("provision_{rows}");
     let mut setup = cluster.database_with_extension(&db);
     setup.batch_execute(BROADCAST_SHOP).unwrap();
-    fill_products(&mut setup, rows);
+    add_products(&mut setup, rows as usize);
     drain(&mut setup); // the notes of the fill, with no replica yet
     setup
         .batch_execute("INSERT INTO shop.registers (id) VALUES (gen_random_uuid())")
@@ -116,7 +107,7 @@ fn replicas_holding_every_product(
 ) -> (Client, f64) {
     let mut pg = cluster.database_with_extension(db);
     pg.batch_execute(BROADCAST_SHOP).unwrap();
-    fill_products(&mut pg, products);
+    add_products(&mut pg, products as usize);
     drain(&mut pg);
     pg.execute(
         "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1::bigint)",

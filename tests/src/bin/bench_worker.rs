@@ -32,14 +32,11 @@ use magic_sync_tests::figures::{median_and_p99, ms};
 use magic_sync_tests::registers::Fleet;
 use magic_sync_tests::relaying::{drain, relay};
 use magic_sync_tests::worker_shop::{private_mib, Transport, WorkerShop};
-use magic_sync_tests::{Cluster, BROADCAST_SHOP};
+use magic_sync_tests::{add_products, Cluster, BROADCAST_SHOP};
 use uuid::Uuid;
 
 /// A hundred products to change one of.
-const PRODUCTS: &str = "
-    INSERT INTO shop.products (id, name, price_cents)
-    SELECT gen_random_uuid(), 'Product ' || i, i FROM generate_series(1, 100) AS i;
-";
+const PRODUCTS: usize = 100;
 
 /// What the worker runs, woken with nothing to do, instead of a pass.
 const WORK_WAITS: &str = "SELECT sync_internal.work_waits()";
@@ -125,7 +122,7 @@ fn shop_kept_up(
 ) -> (postgres::Client, Vec<Uuid>) {
     let mut pg = cluster.database_with_extension(database);
     pg.batch_execute(BROADCAST_SHOP).unwrap();
-    pg.batch_execute(PRODUCTS).unwrap();
+    add_products(&mut pg, PRODUCTS);
     pg.execute(
         "INSERT INTO shop.registers (id) SELECT gen_random_uuid() FROM generate_series(1, $1)",
         &[&(registers as i32)],
