@@ -14,6 +14,16 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM sync.followers f WHERE f.replica = part.replica) THEN
         RETURN false;
     END IF;
+    -- One far behind was not sent some of its stand-in's messages
+    -- (relay/plan/behind.rs): it does not hold the stand-in's rows, and is
+    -- provisioned again instead.
+    IF EXISTS (SELECT 1 FROM sync.followers f
+               WHERE f.replica = part.replica AND f.behind_since IS NOT NULL) THEN
+        UPDATE sync.replicas r SET provision = true WHERE r.id = part.replica;
+        DELETE FROM sync.followers f WHERE f.replica = part.replica;
+        DELETE FROM sync.follower_messages m WHERE m.replica = part.replica;
+        RETURN true;
+    END IF;
     INSERT INTO sync.held_recorded (replica, table_name, key, note, sent, leaving)
     SELECT h.replica, h.table_name, h.key, h.note, h.sent, h.leaving
     FROM sync.held h WHERE h.replica = part.replica

@@ -597,3 +597,86 @@ BEGIN
     END IF;
 END
 $$;
+
+-- A replica far behind is sent what changed in one go once it takes its
+-- messages (issue 37, magic_sync.messages_ahead): what it is owed
+-- meanwhile, and whether a pass is due to send it.
+CREATE TABLE sync.owed (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    note          bigint NOT NULL,
+    PRIMARY KEY (replica, table_name, key)
+);
+SELECT pg_catalog.pg_extension_config_dump('sync.owed', '');
+-- Whether a replica owes rows (sync.owed) and has fewer than
+-- magic_sync.messages_ahead messages waiting for it now (neither
+-- acknowledged nor said applied): the next pass sends them. Looked for a
+-- replica at a time, and only while anything is owed.
+CREATE FUNCTION sync_internal.owed_due() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM sync.owed)
+       AND EXISTS (
+           SELECT 1
+           -- The setting's default (settings.rs) where the library is not
+           -- loaded in this session yet.
+           FROM (SELECT coalesce(nullif(current_setting('magic_sync.messages_ahead', true), '')::int, 4) AS ahead) AS s,
+                sync.replicas r
+           WHERE r.live AND EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)
+             AND (s.ahead = 0 OR (SELECT count(*) FROM sync.outbox x
+                                  WHERE x.replica = r.id AND x.kind <> 'filed'
+                                    AND x.position > CASE WHEN r.applied_epoch IS NOT DISTINCT FROM r.epoch
+                                                          THEN r.applied_sequence ELSE 0 END) < s.ahead));
+$$;
+
+-- Whether a pass has anything to do but look at the replicas: notes,
+-- replicas to provision, retries that are due, uploads to file again. A
+-- relay worker woken with nothing of it waiting starts no pass.
+CREATE OR REPLACE FUNCTION sync_internal.work_waits() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM sync.notes)
+        OR EXISTS (SELECT 1 FROM sync.group_notes)
+        OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now()))
+        OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now())
+        OR EXISTS (SELECT 1 FROM sync.held_recorded WHERE refused IS NOT NULL AND retry_at <= now())
+        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())
+        OR sync_internal.owed_due();
+$$;
+REVOKE ALL ON FUNCTION sync_internal.owed_due() FROM PUBLIC;
+
+-- A follower far behind is sent none of its stand-in's messages until it
+-- catches up (relay/plan/behind.rs): the last it was sent; one parting
+-- meanwhile is provisioned again.
+ALTER TABLE sync.followers ADD COLUMN behind_since bigint;
+-- A follower that stops following keeps what it holds, as rows of its own:
+-- its stand-in's rows, each under the follower's own message that carried
+-- it. What a follower refuses is recorded on rows of its own (file/
+-- rejections.rs), so it parts first. The view reads the follower as it was
+-- before the statement's delete. Answers whether it was following.
+CREATE OR REPLACE FUNCTION sync_internal.part(replica uuid) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM sync.followers f WHERE f.replica = part.replica) THEN
+        RETURN false;
+    END IF;
+    -- One far behind was not sent some of its stand-in's messages
+    -- (relay/plan/behind.rs): it does not hold the stand-in's rows, and is
+    -- provisioned again instead.
+    IF EXISTS (SELECT 1 FROM sync.followers f
+               WHERE f.replica = part.replica AND f.behind_since IS NOT NULL) THEN
+        UPDATE sync.replicas r SET provision = true WHERE r.id = part.replica;
+        DELETE FROM sync.followers f WHERE f.replica = part.replica;
+        DELETE FROM sync.follower_messages m WHERE m.replica = part.replica;
+        RETURN true;
+    END IF;
+    INSERT INTO sync.held_recorded (replica, table_name, key, note, sent, leaving)
+    SELECT h.replica, h.table_name, h.key, h.note, h.sent, h.leaving
+    FROM sync.held h WHERE h.replica = part.replica
+      AND EXISTS (SELECT 1 FROM sync.followers f JOIN sync.held_recorded s
+                  ON s.replica = f.stand_in AND s.table_name = h.table_name AND s.key = h.key
+                  WHERE f.replica = part.replica);
+    DELETE FROM sync.followers f WHERE f.replica = part.replica;
+    DELETE FROM sync.follower_messages m WHERE m.replica = part.replica;
+    RETURN true;
+END
+$$;

@@ -29,6 +29,26 @@ EXCEPTION WHEN serialization_failure THEN
 END
 $$;
 
+-- Whether a replica owes rows (sync.owed) and has fewer than
+-- magic_sync.messages_ahead messages waiting for it now (neither
+-- acknowledged nor said applied): the next pass sends them. Looked for a
+-- replica at a time, and only while anything is owed.
+CREATE FUNCTION sync_internal.owed_due() RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM sync.owed)
+       AND EXISTS (
+           SELECT 1
+           -- The setting's default (settings.rs) where the library is not
+           -- loaded in this session yet.
+           FROM (SELECT coalesce(nullif(current_setting('magic_sync.messages_ahead', true), '')::int, 4) AS ahead) AS s,
+                sync.replicas r
+           WHERE r.live AND EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)
+             AND (s.ahead = 0 OR (SELECT count(*) FROM sync.outbox x
+                                  WHERE x.replica = r.id AND x.kind <> 'filed'
+                                    AND x.position > CASE WHEN r.applied_epoch IS NOT DISTINCT FROM r.epoch
+                                                          THEN r.applied_sequence ELSE 0 END) < s.ahead));
+$$;
+
 -- Whether a pass has anything to do but look at the replicas: notes,
 -- replicas to provision, retries that are due, uploads to file again. A
 -- relay worker woken with nothing of it waiting starts no pass.
@@ -39,7 +59,8 @@ LANGUAGE sql STABLE AS $$
         OR EXISTS (SELECT 1 FROM sync.replicas WHERE live AND (provision OR provision_at <= now()))
         OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now())
         OR EXISTS (SELECT 1 FROM sync.held_recorded WHERE refused IS NOT NULL AND retry_at <= now())
-        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now());
+        OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())
+        OR sync_internal.owed_due();
 $$;
 
 -- What waits apart from the notes, in a transaction of its own, before a

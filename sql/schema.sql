@@ -344,6 +344,20 @@ CREATE INDEX held_refused ON sync.held_recorded (retry_at) WHERE refused IS NOT 
 -- 500 changes a second); few rows are leaving at once, so it costs little.
 CREATE INDEX held_leaving ON sync.held_recorded (replica, leaving) WHERE leaving IS NOT NULL;
 
+-- What a replica far behind is owed (magic_sync.messages_ahead): while
+-- that many of its messages wait in its outbox, passes plan nothing for it
+-- and note here each row whose reasons to be held may have changed, with
+-- the newest note of it seen (0: none). The pass after it takes its
+-- messages plans these rows for it in one go, each once, as they are then
+-- (relay/plan/behind.rs). A replica provisioned, or gone, owes nothing.
+CREATE TABLE sync.owed (
+    replica       uuid NOT NULL,
+    table_name    text COLLATE "C" NOT NULL,
+    key           text COLLATE "C" NOT NULL,
+    note          bigint NOT NULL,
+    PRIMARY KEY (replica, table_name, key)
+);
+
 -- The journal of broadcast tables (docs/src/decisions.md, "The journal for
 -- broadcast tables"). A table declared broadcast that goes down only,
 -- points at nothing and is pointed at by nothing is journaled: replicas of
@@ -368,11 +382,15 @@ CREATE TABLE sync.stand_ins (
 -- table, and none of its own: each pass it is sent the stand-in's
 -- messages. It began following with its message `since_sequence`, which
 -- carried (or came after) every stand-in message up to `since`.
+-- While it is far behind (relay/plan/behind.rs) it is sent none of them:
+-- `behind_since` is the last it was sent, and each one after is mapped
+-- to its next message, which carries what they changed once it catches up.
 CREATE TABLE sync.followers (
     replica        uuid PRIMARY KEY,
     stand_in       uuid NOT NULL,
     since          bigint NOT NULL,
-    since_sequence bigint NOT NULL
+    since_sequence bigint NOT NULL,
+    behind_since   bigint
 );
 CREATE INDEX followers_of ON sync.followers (stand_in);
 
@@ -682,6 +700,7 @@ SELECT pg_catalog.pg_extension_config_dump('sync.epochs', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.relay_state', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.replicas', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.held_recorded', '');
+SELECT pg_catalog.pg_extension_config_dump('sync.owed', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.stand_ins', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.followers', '');
 SELECT pg_catalog.pg_extension_config_dump('sync.follower_messages', '');

@@ -12,6 +12,7 @@ use magic_sync_proto::limits::Limits;
 pub static MESSAGE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.rows as i32);
 pub static MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.bytes as i32);
 pub static NOTES_PER_PASS: GucSetting<i32> = GucSetting::<i32>::new(100_000);
+pub static MESSAGES_AHEAD: GucSetting<i32> = GucSetting::<i32>::new(4);
 pub static PASS_TIMINGS: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static RETRY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(3600);
 pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -68,6 +69,16 @@ pub fn define() {
         c"1 MiB by default, what NATS takes.",
         &MESSAGE_BYTES,
         4096,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.messages_ahead",
+        c"Messages a replica may have waiting in its outbox before passes gather its changes for one message later.",
+        c"A replica that far behind is planned nothing until it takes its messages; what changed meanwhile is sent it then, each row once. 0: never.",
+        &MESSAGES_AHEAD,
+        0,
         i32::MAX,
         GucContext::Suset,
         GucFlags::default(),

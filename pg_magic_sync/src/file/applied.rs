@@ -187,15 +187,16 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
     );
     // Most reports find neither: a write of sync.held that changes nothing
     // still runs its counting triggers, several times the cost of looking.
-    let (letting_go, refusals_taken) = spi::select(
+    let (letting_go, refusals_taken, owed) = spi::select(
         HELD_TO_CHANGE,
         Some(1),
         &[id.into(), sequence.into()],
         |mut rows| {
-            rows.next().map_or((false, false), |row| {
+            rows.next().map_or((false, false, false), |row| {
                 (
                     spi::column::<bool>(&row, 1, "rows let go"),
                     spi::column::<bool>(&row, 2, "refusals taken"),
+                    spi::column::<bool>(&row, 3, "rows owed"),
                 )
             })
         },
@@ -208,6 +209,12 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
     }
     // A follower's stand-in messages up to it are applied.
     spi::run_with(FOLLOWER_APPLIED, &[id.into(), sequence.into()]);
+    // One owed rows while it was far behind wakes the relay worker as this
+    // transaction commits: the pass that sends them may be due
+    // (relay/plan/behind.rs).
+    if owed {
+        crate::wake::noted();
+    }
 }
 
 /// The rows a replica let go of by applying message `$2`.
@@ -227,7 +234,7 @@ const HELD_TO_CHANGE: &str = concat!(
     let_go!(),
     "), EXISTS (SELECT 1 FROM sync.held_recorded WHERE ",
     refusals_taken!(),
-    ")"
+    "), EXISTS (SELECT 1 FROM sync.owed WHERE replica = $1)"
 );
 const LET_GO: &str = concat!("DELETE FROM sync.held_recorded WHERE ", let_go!());
 const TAKE_REFUSALS: &str = concat!(

@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::message::envelope::{self, Kind};
 use crate::spi;
 use crate::statements::publish::queue::{ACK, HEAD_OF_QUEUE};
+use crate::wake;
 
 /// The replica's next message and its id, or None when none waits. It
 /// stays at the head of the queue until acknowledged.
@@ -36,7 +37,13 @@ pub fn next_and_more(replica: pgrx::Uuid) -> (Option<(String, Vec<u8>)>, bool) {
 }
 
 /// The replica applied the message `id` and committed it. Answers whether
-/// that took a message out of its queue.
+/// that took a message out of its queue. One owed rows while it was far
+/// behind wakes the relay worker as this transaction commits: the pass
+/// that sends them may be due (relay/plan/behind.rs).
 pub fn ack(replica: pgrx::Uuid, id: &str) -> bool {
-    spi::one::<bool>(ACK, &[replica.into(), id.into()]).unwrap_or(false)
+    let taken = spi::one::<i32>(ACK, &[replica.into(), id.into()]).unwrap_or(0);
+    if taken == 2 {
+        wake::noted();
+    }
+    taken > 0
 }

@@ -84,6 +84,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
         &stopped,
         &let_go,
         &redeclared.resent_as_held(),
+        !redeclared.any() && let_go.is_empty(),
     );
     steps.end("plan");
     // Nothing planned: no cohort, nothing to load or record.
@@ -103,6 +104,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     } else {
         record::Recorded::default()
     };
+    plan::behind::after_record(&journaled);
     steps.end("record");
     if !recorded.unsendable.is_empty() {
         let rows: Vec<serde_json::Value> =

@@ -315,10 +315,14 @@ fn plan_difference(tables: &[Declared], d: &Difference) {
         // one not heard applying everything sent it: a message still on
         // its way may be lost, and the snapshot, which begins anew
         // whatever gap the replica has (protocol 4.1), would hide that.
+        // So is one owed changes (sync.owed): the rows of the other tables
+        // it lacks the newest versions of are recorded there, not in what
+        // a snapshot of some tables compares.
         let whole = spi::run_counting(
             "UPDATE sync.replicas r SET provision = true WHERE r.live AND NOT r.provision \
              AND (r.gap > 0 OR r.provision_at IS NOT NULL \
-                  OR r.applied_epoch IS DISTINCT FROM r.epoch OR r.applied_sequence < r.last_sequence) \
+                  OR r.applied_epoch IS DISTINCT FROM r.epoch OR r.applied_sequence < r.last_sequence \
+                  OR EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)) \
              AND EXISTS (SELECT 1 FROM sync.held h WHERE h.replica = r.id AND h.table_name = ANY ($1)) \
              RETURNING r.id",
             &[names(&d.provisioned).into()],

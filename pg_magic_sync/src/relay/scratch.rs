@@ -64,6 +64,14 @@ pub const TABLES: &[(&str, &str)] = &[
         "sync_pass_replicas",
         "id uuid, provision boolean, partition text",
     ),
+    // plan/behind: the replicas far behind, planned nothing this pass;
+    // whether each follows a stand-in, and the stand-in's last message.
+    (
+        "sync_pass_held_back",
+        "id uuid, follows boolean, stand_in_last bigint",
+    ),
+    // plan/behind: the replicas planned what they are owed.
+    ("sync_pass_released", "id uuid"),
     // plan: rows set aside and every row that points at one.
     ("sync_pass_blocked", ROWS),
     // plan/snapshot: the replicas provisioned from scratch.

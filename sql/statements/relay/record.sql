@@ -35,7 +35,8 @@ SELECT s.id, s.partition, s.last_sequence
 
 -- name: FOLLOWERS
 -- The followers kept up to date this pass, each with its stand-in: each
--- is sent its stand-in's messages, in its stand-in's cohort.
+-- is sent its stand-in's messages, in its stand-in's cohort (one held back,
+-- relay/plan/behind.rs, is not among them).
 SELECT f.replica, f.stand_in, s.last_sequence, s.last_nonce
     FROM sync.followers f
     JOIN sync_pass_current c ON c.id = f.replica

@@ -12,11 +12,15 @@
 //!   changed, for every replica or for one;
 //! - `sync_pass_old_pointers`: what pending notes say rows pointed at before
 //!   their changes;
+//! - `sync_pass_held_back`, `sync_pass_released`: the replicas far
+//!   behind, planned nothing, and those that caught up, planned what they
+//!   are owed (behind.rs);
 //! - `sync_pass_plan`: per replica, the rows to send ('u') and to take back
 //!   ('d'), worked out from scratch for a replica being provisioned
 //!   (snapshot.rs), and around what changed for the others
 //!   (incremental.rs).
 
+pub mod behind;
 pub(crate) mod incremental;
 mod snapshot;
 
@@ -24,6 +28,7 @@ use crate::catalog::table_sql::{key_text_of, quote_literal};
 use crate::catalog::{Declared, Rule};
 use crate::relay::journal::{self, Journaled};
 use crate::relay::scratch;
+use crate::settings;
 use crate::spi;
 use crate::statements::relay::plan::{
     BLOCKED, CHANGED_ROWS, CHANGED_ROWS_OF_WHOLE_BATCH, DEFER_PROVISIONING, READ_GROUP_NOTES,
@@ -50,6 +55,10 @@ pub struct Planned {
 /// their declarations (declare/drift.rs): their notes, rows set aside and
 /// refusals wait where they are, and no replica is provisioned meanwhile
 /// (a snapshot without them would take their rows back).
+/// `may_hold_back`: whether a replica far behind may be planned nothing
+/// this pass (behind.rs): not in a pass that takes back or sends again
+/// what a declaration changed.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     tables: &[Declared],
     journaled: &Journaled,
@@ -58,6 +67,7 @@ pub fn plan(
     stopped_tables: &[String],
     let_go: &[String],
     resent_as_held: &[String],
+    may_hold_back: bool,
 ) -> Planned {
     let stopped = || stopped_tables.to_vec().into();
     let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into(), stopped()]);
@@ -98,9 +108,11 @@ pub fn plan(
     if !stopped_tables.is_empty() {
         spi::run(DEFER_PROVISIONING);
     }
+    behind::hold_back_and_release(journaled, settings::MESSAGES_AHEAD.get(), may_hold_back);
     scratch::analyze(&["sync_pass_replicas"]);
     let provisioning = snapshot::plan_snapshots(tables, journaled);
-    let changes = incremental::plan_changes(tables, journaled);
+    let changes =
+        incremental::plan_changes(tables, journaled) + behind::catch_up_followers(journaled);
     let taken_back = match let_go.is_empty() {
         true => 0,
         false => spi::run_counting(TAKE_BACK_LET_GO, &[let_go.to_vec().into()]),

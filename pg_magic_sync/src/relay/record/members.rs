@@ -46,6 +46,10 @@ pub(super) struct Members {
     /// rows of their own. (A replica in that cohort by the plan it has, as
     /// one that parted may be, records its rows as its own.)
     pub(super) following: BTreeSet<(i32, Uuid)>,
+    /// Every follower kept up to date this pass: its own messages record
+    /// no rows of journaled tables (one that caught up is sent some:
+    /// relay/plan/behind.rs), which it holds as its stand-in's.
+    pub(super) followers: BTreeSet<Uuid>,
     /// Every stand-in of the pass, sent anything or not: its partition, and
     /// its last message before the pass.
     pub(super) stand_ins: BTreeMap<Uuid, (Option<String>, u64)>,
@@ -137,6 +141,7 @@ pub(super) fn members() -> Members {
         },
         |rows| {
             for (replica, stand_in, previous, previous_nonce) in rows {
+                all.followers.insert(replica);
                 // A stand-in with nothing to send this pass has no cohort.
                 let Some(cohort) = by_id.get(&stand_in) else {
                     continue;

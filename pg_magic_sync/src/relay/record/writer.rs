@@ -188,8 +188,9 @@ impl<'e> Writer<'e> {
                         followed.push(replica, carrying, sequence);
                     }
                     (role, _) if down => {
-                        let begins = matches!(role, Role::BeginsFollowing(_));
-                        carried.message(index as i32, replica, sequence, member.provision, begins);
+                        let follows = matches!(role, Role::BeginsFollowing(_))
+                            || self.members.followers.contains(&replica);
+                        carried.message(index as i32, replica, sequence, member.provision, follows);
                     }
                     _ => {}
                 }

@@ -1,0 +1,80 @@
+//! A replica far behind (docs/src/decisions.md, "A register far behind is
+//! planned nothing"): one with `magic_sync.messages_ahead` messages or more
+//! waiting in its outbox is planned nothing, and sent nothing; the rows
+//! whose reasons to be held changed meanwhile are recorded as owed it
+//! (`sync.owed`), each once, with its newest note, and a follower of a
+//! stand-in is sent none of the stand-in's messages (`sync.followers.
+//! behind_since` is the last it was sent). The first pass after it has
+//! taken its messages down below that bound plans what it is owed for it
+//! with whatever else changed, and a follower's own plan carries what the
+//! stand-in's messages it missed changed, as the stand-in holds it then:
+//! one message (or as few as the limits allow) where each pass would have
+//! sent one, a row changed ten times sent once.
+//!
+//! `hold_back_and_release` runs once the pass knows what its notes touched
+//! and which replicas it plans for, before any is planned;
+//! `catch_up_followers` once every replica and stand-in is planned;
+//! `after_record` once the pass recorded its messages.
+
+use crate::relay::journal::Journaled;
+use crate::relay::scratch;
+use crate::spi;
+use crate::statements::relay::plan::behind::{
+    ANY_CATCHING_UP, ANY_OWED, CATCH_UP_JOURNAL, CAUGHT_UP, FORGET_OWED_OF_PROVISIONED,
+    FORGET_RELEASED, HELD_BACK, LEAVE_HELD_BACK, MAP_CAUGHT_UP, MAP_SKIPPED, MARK_BEHIND,
+    OWE_OLD_POINTERS, OWE_TOUCHED, RELEASED, TOUCH_OWED, VERSIONS_OWED,
+};
+
+/// Holds back the replicas `ahead` messages or more behind (none when
+/// `ahead` is 0, or when `may_hold_back` is false: a declaration change's
+/// take-backs and rows sent again are planned for every replica), and
+/// touches for the others what they are owed.
+pub fn hold_back_and_release(journaled: &Journaled, ahead: i32, may_hold_back: bool) {
+    let owed = spi::one::<bool>(ANY_OWED, &[]).unwrap_or(false);
+    if owed {
+        spi::run(FORGET_OWED_OF_PROVISIONED);
+    }
+    if ahead > 0 && may_hold_back && spi::run_counting(HELD_BACK, &[ahead.into()]) > 0 {
+        let journaled = journaled.names();
+        spi::run_with(OWE_TOUCHED, &[journaled.clone().into()]);
+        spi::run_with(OWE_OLD_POINTERS, &[journaled.into()]);
+        spi::run(MARK_BEHIND);
+        spi::run(LEAVE_HELD_BACK);
+    }
+    if owed && spi::run_counting(RELEASED, &[]) > 0 {
+        spi::run(TOUCH_OWED);
+        spi::run(VERSIONS_OWED);
+        spi::run(FORGET_RELEASED);
+        scratch::analyze(&["sync_pass_touched", "sync_pass_changed"]);
+    }
+}
+
+/// Plans for each follower kept up to date again what the stand-in's
+/// messages it was not sent changed. Answers how many rows.
+pub fn catch_up_followers(journaled: &Journaled) -> u64 {
+    if !journaled.any() || !catching_up() {
+        return 0;
+    }
+    spi::run_counting(CATCH_UP_JOURNAL, &[])
+}
+
+/// Maps the stand-in messages a follower held back was not sent to its
+/// next message, and those a follower that caught up was sent the rows of
+/// to its last: it holds their rows once it applied that.
+pub fn after_record(journaled: &Journaled) {
+    if !journaled.any() {
+        return;
+    }
+    let held_back = spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_held_back)", &[]);
+    if held_back.unwrap_or(false) {
+        spi::run(MAP_SKIPPED);
+    }
+    if catching_up() {
+        spi::run(MAP_CAUGHT_UP);
+        spi::run(CAUGHT_UP);
+    }
+}
+
+fn catching_up() -> bool {
+    spi::one::<bool>(ANY_CATCHING_UP, &[]).unwrap_or(false)
+}

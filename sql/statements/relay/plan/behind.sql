@@ -1,0 +1,148 @@
+-- The fixed statements of pg_magic_sync/src/relay/plan/behind.rs, by name: the build
+-- makes each a constant of crate::statements::relay::plan::behind (build.rs).
+
+-- name: ANY_OWED
+SELECT EXISTS (SELECT 1 FROM sync.owed)
+
+-- name: FORGET_OWED_OF_PROVISIONED
+-- A replica provisioned, or no longer live, owes nothing: a snapshot sends
+-- it everything as it is.
+DELETE FROM sync.owed o
+    WHERE NOT EXISTS ( SELECT 1 FROM sync.replicas s WHERE s.id = o.replica AND s.live AND NOT s.provision AND s.provision_only IS NULL)
+
+-- name: HELD_BACK
+-- The replicas kept up to date (and, for a follower, its stand-in's last
+-- message before the pass) with $1 messages or more waiting for them
+-- in their outbox: not acknowledged (the queue deletes what it
+-- acknowledges), nor said applied (nats keeps them until the worker's
+-- checks). Not one whose build gained a column (its rows are sent again
+-- this pass). Only those whose last report leaves $1 or more unapplied
+-- are looked for, each in its outbox's index, $1 messages at most: what
+-- waits is among what was not said applied.
+INSERT INTO sync_pass_held_back (id, follows, stand_in_last)
+    SELECT r.id, i.last_sequence IS NOT NULL, i.last_sequence
+    FROM sync_pass_replicas r
+    LEFT
+    JOIN sync.followers f ON f.replica = r.id
+    LEFT
+    JOIN sync.stand_ins i ON i.id = f.stand_in
+    JOIN sync.replicas s ON s.id = r.id
+    CROSS
+    JOIN LATERAL (SELECT CASE WHEN s.applied_epoch IS NOT DISTINCT FROM s.epoch THEN s.applied_sequence ELSE 0 END AS applied) AS a
+    WHERE NOT r.provision AND s.last_sequence - a.applied >= $1 AND ( SELECT count(*) FROM ( SELECT 1 FROM sync.outbox o WHERE o.replica = r.id AND o.position > a.applied AND o.kind <> 'filed' LIMIT $1) AS w) >= $1 AND NOT EXISTS (SELECT 1 FROM sync_pass_resent x WHERE x.replica IS NULL OR x.replica = r.id)
+
+-- name: OWE_TOUCHED
+-- What each replica held back is owed: the rows touched, for every replica
+-- or for it, each with the newest note of it the pass saw (0: none); not
+-- the journaled tables ($1) of a follower, which its stand-in's messages
+-- bring it still (left out before the join: a pass of journaled changes
+-- alone owes followers nothing, and pairs none with them).
+INSERT INTO sync.owed (replica, table_name, key, note)
+    SELECT o.replica, o.table_name, o.key, max(coalesce(c.note, 0))
+    FROM ( SELECT h.id AS replica, t.table_name, t.key FROM sync_pass_held_back h CROSS JOIN sync_pass_touched t WHERE t.replica IS NULL AND NOT h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_held_back h CROSS JOIN ( SELECT table_name, key FROM sync_pass_touched WHERE replica IS NULL AND table_name <> ALL ($1::text[])) AS t WHERE h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_held_back h JOIN sync_pass_touched t ON t.replica = h.id WHERE NOT (h.follows AND t.table_name = ANY ($1::text[]))) AS o
+    LEFT
+    JOIN sync_pass_changed c ON c.table_name = o.table_name AND c.key = o.key
+    GROUP BY o.replica, o.table_name, o.key
+    ON CONFLICT (replica, table_name, key) DO UPDATE SET note = greatest(sync.owed.note, excluded.note)
+
+-- name: OWE_OLD_POINTERS
+-- And what the changed rows pointed at before (sync_pass_old_pointers): a
+-- parent held only for a row that moved away is taken back then.
+INSERT INTO sync.owed (replica, table_name, key, note)
+    SELECT DISTINCT h.id, o.parent, o.parent_key, 0::bigint
+    FROM sync_pass_held_back h
+    CROSS
+    JOIN sync_pass_old_pointers o
+    WHERE NOT (h.follows AND o.parent = ANY ($1::text[]))
+    ON CONFLICT (replica, table_name, key) DO NOTHING
+
+-- name: MARK_BEHIND
+-- A follower held back is sent none of its stand-in's messages: the last
+-- it was sent, kept from the pass that first held it back.
+UPDATE sync.followers f
+    SET behind_since = h.stand_in_last
+    FROM sync_pass_held_back h
+    WHERE f.replica = h.id AND h.follows AND f.behind_since IS NULL
+
+-- name: LEAVE_HELD_BACK
+-- Nothing is planned or sent them this pass.
+DELETE FROM sync_pass_replicas r
+    USING sync_pass_held_back h
+    WHERE r.id = h.id
+
+-- name: RELEASED
+-- The replicas kept up to date this pass that are owed rows.
+INSERT INTO sync_pass_released (id)
+    SELECT r.id
+    FROM sync_pass_replicas r
+    WHERE NOT r.provision AND EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)
+
+-- name: TOUCH_OWED
+-- What they are owed is touched for them.
+INSERT INTO sync_pass_touched (replica, table_name, key)
+    SELECT o.replica, o.table_name, o.key
+    FROM sync.owed o
+    JOIN sync_pass_released r ON r.id = o.replica
+
+-- name: VERSIONS_OWED
+-- With the newest note of each, where this pass read none: a row held at
+-- an older version is sent (incremental.sql, PLAN_SENDS). For any replica
+-- the note is the row's newest: one that was not held back was sent it.
+INSERT INTO sync_pass_changed (table_name, key, note)
+    SELECT o.table_name, o.key, max(o.note)
+    FROM sync.owed o
+    JOIN sync_pass_released r ON r.id = o.replica
+    WHERE o.note > 0 AND NOT EXISTS ( SELECT 1 FROM sync_pass_changed c WHERE c.table_name = o.table_name AND c.key = o.key)
+    GROUP BY o.table_name, o.key
+
+-- name: FORGET_RELEASED
+DELETE FROM sync.owed o
+    USING sync_pass_released r
+    WHERE o.replica = r.id
+
+-- name: CATCH_UP_JOURNAL
+-- A follower kept up to date again after it was held back is sent, as rows
+-- of its own plan, what its stand-in's messages it was not sent changed:
+-- each row sent after behind_since and held, and each it held then that
+-- is leaving, as the stand-in holds them now; not those the stand-in's
+-- message of this pass carries, which it is sent too (relay/record).
+INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
+    SELECT f.replica, h.table_name, h.key, CASE WHEN h.leaving IS NULL THEN 'u' ELSE 'd' END, h.note
+    FROM sync.followers f
+    JOIN sync_pass_current c ON c.id = f.replica
+    JOIN sync.held_recorded h ON h.replica = f.stand_in
+    WHERE f.behind_since IS NOT NULL AND ( h.leaving IS NULL AND h.sent > f.behind_since OR h.leaving > f.behind_since AND h.sent <= f.behind_since) AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = f.stand_in AND p.table_name = h.table_name AND p.key = h.key)
+
+-- name: MAP_SKIPPED
+-- Once the pass recorded: each stand-in message a follower held back was
+-- not sent is mapped to its next message, the one that will carry what it
+-- changed (the journal keeps a row leaving until every follower's message
+-- that takes it back is applied: sql/journal.sql).
+INSERT INTO sync.follower_messages (replica, stand_in_sequence, sequence)
+    SELECT h.id, g.s, r.last_sequence + 1
+    FROM sync_pass_held_back h
+    JOIN sync.followers f ON f.replica = h.id
+    JOIN sync.stand_ins i ON i.id = f.stand_in
+    JOIN sync.replicas r ON r.id = h.id
+    CROSS
+    JOIN LATERAL generate_series(h.stand_in_last + 1, i.last_sequence) AS g(s)
+    ON CONFLICT (replica, stand_in_sequence) DO NOTHING
+
+-- name: MAP_CAUGHT_UP
+-- And a follower that caught up: every stand-in message since
+-- behind_since counts as carried by its last message of the pass.
+UPDATE sync.follower_messages m
+    SET sequence = r.last_sequence
+    FROM sync.followers f
+    JOIN sync_pass_current c ON c.id = f.replica
+    JOIN sync.replicas r ON r.id = f.replica
+    WHERE f.behind_since IS NOT NULL AND m.replica = f.replica AND m.stand_in_sequence > f.behind_since
+
+-- name: CAUGHT_UP
+UPDATE sync.followers f
+    SET behind_since = NULL
+    FROM sync_pass_current c
+    WHERE c.id = f.replica AND f.behind_since IS NOT NULL
+
+-- name: ANY_CATCHING_UP
+SELECT EXISTS ( SELECT 1 FROM sync.followers f JOIN sync_pass_current c ON c.id = f.replica WHERE f.behind_since IS NOT NULL)
