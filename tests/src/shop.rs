@@ -6,6 +6,8 @@
 //! office's, through `head_office!`, since `concat!` takes literals only.
 //! (The console demo, `examples/shop`, keeps a shop of its own in one
 //! file, for a reader to see whole.)
+//! And what a register's file holds, read the same way by the filing
+//! shop's tests and the gateway's (`product_names_where`).
 
 /// The text of [`HEAD_OFFICE`], for a shop that adds to it with `concat!`.
 #[macro_export]
@@ -39,3 +41,19 @@ pub const REGISTER: &str = "
         price_cents INTEGER NOT NULL,
         updated_at  TEXT NOT NULL);
 ";
+
+/// The names of the products a register's file holds whose rows meet
+/// `condition` (SQL: `true` for every row), sorted, read through a
+/// connection of its own (beside a device loop that holds the replica's).
+pub fn product_names_where(file: &std::path::Path, condition: &str) -> Vec<String> {
+    let conn = rusqlite::Connection::open(file).unwrap();
+    let mut names: Vec<String> = conn
+        .prepare(&format!("SELECT name FROM products WHERE {condition}"))
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    names.sort();
+    names
+}

@@ -321,16 +321,7 @@ pub fn open_register(file: &Path, me: Uuid) -> Replica {
 
 /// The products' names a register holds, sorted (retired ones left out).
 pub fn names_held(file: &Path) -> Vec<String> {
-    let conn = Connection::open(file).unwrap();
-    let mut names: Vec<String> = conn
-        .prepare("SELECT name FROM products WHERE retired_at IS NULL")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    names.sort();
-    names
+    magic_sync_tests::shop::product_names_where(file, "retired_at IS NULL")
 }
 
 /// Rows the register wrote that the server has not filed yet.

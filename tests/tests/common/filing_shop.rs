@@ -350,16 +350,7 @@ pub fn products_where(register: &Replica, condition: &str) -> Vec<(Uuid, String,
 /// through a connection of its own (beside a device loop that holds the
 /// replica's).
 pub fn names_held(file: &Path) -> Vec<String> {
-    let conn = rusqlite::Connection::open(file).unwrap();
-    let mut names: Vec<String> = conn
-        .prepare("SELECT name FROM products")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    names.sort();
-    names
+    magic_sync_tests::shop::product_names_where(file, "true")
 }
 
 /// How many notes a register still waits to have filed.
