@@ -28,8 +28,13 @@ use crate::statements::relay::plan::behind::{
 /// Holds back the replicas `ahead` messages or more behind (none when
 /// `ahead` is 0, or when `may_hold_back` is false: a declaration change's
 /// take-backs and rows sent again are planned for every replica), and
-/// touches for the others what they are owed.
-pub fn hold_back_and_release(journaled: &Journaled, ahead: i32, may_hold_back: bool) {
+/// touches for the others what they are owed, but of the tables `stopped`.
+pub fn hold_back_and_release(
+    journaled: &Journaled,
+    ahead: i32,
+    may_hold_back: bool,
+    stopped: &[String],
+) {
     let owed = spi::one::<bool>(ANY_OWED, &[]).unwrap_or(false);
     if owed {
         spi::run(FORGET_OWED_OF_PROVISIONED);
@@ -42,17 +47,18 @@ pub fn hold_back_and_release(journaled: &Journaled, ahead: i32, may_hold_back: b
         spi::run(LEAVE_HELD_BACK);
     }
     if owed && spi::run_counting(RELEASED, &[]) > 0 {
-        spi::run(TOUCH_OWED);
-        spi::run(VERSIONS_OWED);
-        spi::run(FORGET_RELEASED);
+        let stopped = || stopped.to_vec().into();
+        spi::run_with(TOUCH_OWED, &[stopped()]);
+        spi::run_with(VERSIONS_OWED, &[stopped()]);
+        spi::run_with(FORGET_RELEASED, &[stopped()]);
         scratch::analyze(&["sync_pass_touched", "sync_pass_changed"]);
     }
 }
 
 /// Plans for each follower kept up to date again what the stand-in's
 /// messages it was not sent changed. Answers how many rows.
-pub fn catch_up_followers(journaled: &Journaled) -> u64 {
-    if !journaled.any() || !catching_up() {
+pub fn catch_up_followers(journaled: &Journaled, stopped: &[String]) -> u64 {
+    if !catching_up(journaled, stopped) {
         return 0;
     }
     spi::run_counting(CATCH_UP_JOURNAL, &[])
@@ -61,7 +67,7 @@ pub fn catch_up_followers(journaled: &Journaled) -> u64 {
 /// Maps the stand-in messages a follower held back was not sent to its
 /// next message, and those a follower that caught up was sent the rows of
 /// to its last: it holds their rows once it applied that.
-pub fn after_record(journaled: &Journaled) {
+pub fn after_record(journaled: &Journaled, stopped: &[String]) {
     if !journaled.any() {
         return;
     }
@@ -69,12 +75,18 @@ pub fn after_record(journaled: &Journaled) {
     if held_back.unwrap_or(false) {
         spi::run(MAP_SKIPPED);
     }
-    if catching_up() {
+    if catching_up(journaled, stopped) {
         spi::run(MAP_CAUGHT_UP);
         spi::run(CAUGHT_UP);
     }
 }
 
-fn catching_up() -> bool {
-    spi::one::<bool>(ANY_CATCHING_UP, &[]).unwrap_or(false)
+/// Whether a follower kept up to date this pass was held back before. Not
+/// while a journaled table is stopped (declare/drift.rs): its rows cannot
+/// be read, and the follower catches up once it flows again (meanwhile it
+/// is sent the stand-in's messages, which the catching up repeats).
+fn catching_up(journaled: &Journaled, stopped: &[String]) -> bool {
+    journaled.any()
+        && !stopped.iter().any(|t| journaled.contains(t))
+        && spi::one::<bool>(ANY_CATCHING_UP, &[]).unwrap_or(false)
 }

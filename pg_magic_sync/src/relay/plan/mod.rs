@@ -108,11 +108,16 @@ pub fn plan(
     if !stopped_tables.is_empty() {
         spi::run(DEFER_PROVISIONING);
     }
-    behind::hold_back_and_release(journaled, settings::MESSAGES_AHEAD.get(), may_hold_back);
+    behind::hold_back_and_release(
+        journaled,
+        settings::MESSAGES_AHEAD.get(),
+        may_hold_back,
+        stopped_tables,
+    );
     scratch::analyze(&["sync_pass_replicas"]);
     let provisioning = snapshot::plan_snapshots(tables, journaled);
-    let changes =
-        incremental::plan_changes(tables, journaled) + behind::catch_up_followers(journaled);
+    let changes = incremental::plan_changes(tables, journaled)
+        + behind::catch_up_followers(journaled, stopped_tables);
     let taken_back = match let_go.is_empty() {
         true => 0,
         false => spi::run_counting(TAKE_BACK_LET_GO, &[let_go.to_vec().into()]),

@@ -78,11 +78,14 @@ INSERT INTO sync_pass_released (id)
     WHERE NOT r.provision AND EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)
 
 -- name: TOUCH_OWED
--- What they are owed is touched for them.
+-- What they are owed is touched for them; not the rows of the tables
+-- stopped ($1: the database differs from their declarations), which stay
+-- owed until they flow again.
 INSERT INTO sync_pass_touched (replica, table_name, key)
     SELECT o.replica, o.table_name, o.key
     FROM sync.owed o
     JOIN sync_pass_released r ON r.id = o.replica
+    WHERE o.table_name <> ALL ($1::text[])
 
 -- name: VERSIONS_OWED
 -- With the newest note of each, where this pass read none: a row held at
@@ -92,13 +95,13 @@ INSERT INTO sync_pass_changed (table_name, key, note)
     SELECT o.table_name, o.key, max(o.note)
     FROM sync.owed o
     JOIN sync_pass_released r ON r.id = o.replica
-    WHERE o.note > 0 AND NOT EXISTS ( SELECT 1 FROM sync_pass_changed c WHERE c.table_name = o.table_name AND c.key = o.key)
+    WHERE o.note > 0 AND o.table_name <> ALL ($1::text[]) AND NOT EXISTS ( SELECT 1 FROM sync_pass_changed c WHERE c.table_name = o.table_name AND c.key = o.key)
     GROUP BY o.table_name, o.key
 
 -- name: FORGET_RELEASED
 DELETE FROM sync.owed o
     USING sync_pass_released r
-    WHERE o.replica = r.id
+    WHERE o.replica = r.id AND o.table_name <> ALL ($1::text[])
 
 -- name: CATCH_UP_JOURNAL
 -- A follower kept up to date again after it was held back is sent, as rows
