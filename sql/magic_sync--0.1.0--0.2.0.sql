@@ -609,20 +609,26 @@ CREATE TABLE sync.owed (
     PRIMARY KEY (replica, table_name, key)
 );
 SELECT pg_catalog.pg_extension_config_dump('sync.owed', '');
--- Whether a replica owes rows (sync.owed) and has fewer than
--- magic_sync.messages_ahead messages waiting for it now (neither
--- acknowledged nor said applied): the next pass sends them. Looked for a
--- replica at a time, and only while anything is owed.
-CREATE FUNCTION sync_internal.owed_due() RETURNS boolean
+-- Whether a replica passed over (relay/plan/behind.rs) may be sent what it
+-- missed now: it owes rows (sync.owed), or follows a stand-in whose
+-- messages it was not sent (sync.followers.behind_since), and fewer than
+-- magic_sync.messages_ahead messages wait for it (neither acknowledged
+-- nor said applied). Looked for a replica at a time, and only while one
+-- is passed over.
+CREATE FUNCTION sync_internal.catch_up_due() RETURNS boolean
 LANGUAGE sql STABLE AS $$
-    SELECT EXISTS (SELECT 1 FROM sync.owed)
+    SELECT (EXISTS (SELECT 1 FROM sync.owed)
+            OR EXISTS (SELECT 1 FROM sync.followers WHERE behind_since IS NOT NULL))
        AND EXISTS (
            SELECT 1
            -- The setting's default (settings.rs) where the library is not
            -- loaded in this session yet.
            FROM (SELECT coalesce(nullif(current_setting('magic_sync.messages_ahead', true), '')::int, 4) AS ahead) AS s,
                 sync.replicas r
-           WHERE r.live AND EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)
+           WHERE r.live
+             AND (EXISTS (SELECT 1 FROM sync.owed o WHERE o.replica = r.id)
+                  OR EXISTS (SELECT 1 FROM sync.followers f
+                             WHERE f.replica = r.id AND f.behind_since IS NOT NULL))
              AND (s.ahead = 0 OR (SELECT count(*) FROM sync.outbox x
                                   WHERE x.replica = r.id AND x.kind <> 'filed'
                                     AND x.position > CASE WHEN r.applied_epoch IS NOT DISTINCT FROM r.epoch
@@ -640,9 +646,9 @@ LANGUAGE sql STABLE AS $$
         OR EXISTS (SELECT 1 FROM sync.quarantine WHERE retry_at <= now())
         OR EXISTS (SELECT 1 FROM sync.held_recorded WHERE refused IS NOT NULL AND retry_at <= now())
         OR EXISTS (SELECT 1 FROM sync.inbox WHERE waiting OR retry_at <= now())
-        OR sync_internal.owed_due();
+        OR sync_internal.catch_up_due();
 $$;
-REVOKE ALL ON FUNCTION sync_internal.owed_due() FROM PUBLIC;
+REVOKE ALL ON FUNCTION sync_internal.catch_up_due() FROM PUBLIC;
 
 -- A follower far behind is sent none of its stand-in's messages until it
 -- catches up (relay/plan/behind.rs): the last it was sent; one parting

@@ -13,6 +13,7 @@ pub static MESSAGE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAUL
 pub static MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(Limits::DEFAULT.bytes as i32);
 pub static NOTES_PER_PASS: GucSetting<i32> = GucSetting::<i32>::new(100_000);
 pub static MESSAGES_AHEAD: GucSetting<i32> = GucSetting::<i32>::new(4);
+pub static BEHIND_AFTER: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static PASS_TIMINGS: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static RETRY_EVERY: GucSetting<i32> = GucSetting::<i32>::new(3600);
 pub static DATABASE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -82,6 +83,16 @@ pub fn define() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"magic_sync.behind_after",
+        c"How long the oldest of magic_sync.messages_ahead messages must have waited before their replica counts as far behind.",
+        c"A register that keeps up says what it applied within its loop's report_after (100 ms); over nats, passes in that time leave it behind by its reports alone.",
+        &BEHIND_AFTER,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_MS,
     );
     GucRegistry::define_int_guc(
         c"magic_sync.notes_per_pass",

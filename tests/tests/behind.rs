@@ -21,6 +21,11 @@ use uuid::Uuid;
 /// The default of `magic_sync.messages_ahead`.
 const AHEAD: i64 = 4;
 
+/// A register counts as far behind as soon as AHEAD messages wait for it,
+/// however young (by default the oldest must have waited a second: a test
+/// would wait that long at every pass).
+const AT_ONCE: &str = "magic_sync.behind_after=0";
+
 /// Passes while the late register takes nothing.
 const PASSES: i64 = 20;
 
@@ -198,7 +203,7 @@ fn assert_converged(shop: &mut Shop, register: &Replica) {
 /// what each wrote, the late one nothing. Answers the shop, the steady
 /// register and how many messages it applied, and the late register.
 fn passes_with_a_register_away() -> (Shop, Replica, usize, Replica) {
-    let mut shop = Shop::open();
+    let mut shop = Shop::open_with(&[AT_ONCE]);
     stock_the_shop(&mut shop);
     let mut steady = open_labelled_register(&mut shop, "Steady");
     let mut late = open_labelled_register(&mut shop, "Late");
@@ -330,6 +335,7 @@ fn a_register_back_from_away_is_sent_what_it_is_owed_by_the_worker_with_no_chang
         "shared_preload_libraries=magic_sync",
         "magic_sync.database=shop",
         "magic_sync.idle=3600",
+        AT_ONCE,
     ]);
     let notes_done = |shop: &mut Shop| {
         shop.pg
@@ -395,7 +401,7 @@ fn notes_held(register: &Replica) -> Vec<String> {
 
 #[test]
 fn a_follower_far_behind_is_sent_what_the_journal_changed_with_what_it_is_owed_in_one_message() {
-    let mut shop = Shop::open();
+    let mut shop = Shop::open_with(&[AT_ONCE]);
     shop.run(NOTES);
     shop.run(
         "INSERT INTO shop.products (id, name, price_cents) \
@@ -502,4 +508,33 @@ fn a_follower_far_behind_is_sent_what_the_journal_changed_with_what_it_is_owed_i
     assert_eq!(held_by(&late), shop.products());
     let expected: Vec<String> = (1..=PASSES).map(|n| format!("note {n:02}")).collect();
     assert_eq!(notes_held(&late), expected);
+}
+
+#[test]
+fn a_register_whose_messages_waited_less_than_behind_after_is_not_passed_over() {
+    // The default: the oldest message must have waited a second. Passes
+    // back to back leave a register that reports within its loop's
+    // report_after several messages behind by what it said, and that is
+    // not being away.
+    let mut shop = Shop::open();
+    stock_the_shop(&mut shop);
+    let mut late = open_labelled_register(&mut shop, "Late");
+    shop.relay();
+    take_each(&mut shop, &mut late, usize::MAX);
+    for n in 1..=10 {
+        change_for_pass(&mut shop, n);
+        shop.relay();
+    }
+    assert_eq!(waiting_for(&mut shop, &late), 10, "a message a pass");
+    assert_eq!(owed_to(&mut shop, &late), 0);
+    // Once the oldest has waited past it, the next pass passes it over.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    change_for_pass(&mut shop, 11);
+    shop.relay();
+    assert_eq!(waiting_for(&mut shop, &late), 10, "passed over");
+    assert!(owed_to(&mut shop, &late) > 0);
+    take_each(&mut shop, &mut late, usize::MAX);
+    shop.relay();
+    assert_eq!(take_each(&mut shop, &mut late, usize::MAX).len(), 1);
+    assert_converged(&mut shop, &late);
 }

@@ -196,7 +196,7 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
                 (
                     spi::column::<bool>(&row, 1, "rows let go"),
                     spi::column::<bool>(&row, 2, "refusals taken"),
-                    spi::column::<bool>(&row, 3, "rows owed"),
+                    spi::column::<bool>(&row, 3, "passed over"),
                 )
             })
         },
@@ -209,9 +209,10 @@ fn count(replica: Uuid, epoch: Uuid, sequence: i64, nonce: i64) {
     }
     // A follower's stand-in messages up to it are applied.
     spi::run_with(FOLLOWER_APPLIED, &[id.into(), sequence.into()]);
-    // One owed rows while it was far behind wakes the relay worker as this
-    // transaction commits: the pass that sends them may be due
-    // (relay/plan/behind.rs).
+    // One passed over while it was far behind (it owes rows, or was not
+    // sent its stand-in's messages) wakes the relay worker as this
+    // transaction commits: the pass that sends it what it missed may be
+    // due (relay/plan/behind.rs).
     if owed {
         crate::wake::noted();
     }
@@ -234,7 +235,8 @@ const HELD_TO_CHANGE: &str = concat!(
     let_go!(),
     "), EXISTS (SELECT 1 FROM sync.held_recorded WHERE ",
     refusals_taken!(),
-    "), EXISTS (SELECT 1 FROM sync.owed WHERE replica = $1)"
+    "), EXISTS (SELECT 1 FROM sync.owed WHERE replica = $1) ",
+    "OR EXISTS (SELECT 1 FROM sync.followers WHERE replica = $1 AND behind_since IS NOT NULL)"
 );
 const LET_GO: &str = concat!("DELETE FROM sync.held_recorded WHERE ", let_go!());
 const TAKE_REFUSALS: &str = concat!(

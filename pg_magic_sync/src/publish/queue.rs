@@ -37,9 +37,9 @@ pub fn next_and_more(replica: pgrx::Uuid) -> (Option<(String, Vec<u8>)>, bool) {
 }
 
 /// The replica applied the message `id` and committed it. Answers whether
-/// that took a message out of its queue. One owed rows while it was far
+/// that took a message out of its queue. One passed over while it was far
 /// behind wakes the relay worker as this transaction commits: the pass
-/// that sends them may be due (relay/plan/behind.rs).
+/// that sends it what it missed may be due (relay/plan/behind.rs).
 pub fn ack(replica: pgrx::Uuid, id: &str) -> bool {
     let taken = spi::one::<i32>(ACK, &[replica.into(), id.into()]).unwrap_or(0);
     if taken == 2 {

@@ -67,7 +67,7 @@ pub const TABLES: &[(&str, &str)] = &[
     // plan/behind: the replicas far behind, planned nothing this pass;
     // whether each follows a stand-in, and the stand-in's last message.
     (
-        "sync_pass_held_back",
+        "sync_pass_behind",
         "id uuid, follows boolean, stand_in_last bigint",
     ),
     // plan/behind: the replicas planned what they are owed.

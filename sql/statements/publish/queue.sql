@@ -13,9 +13,10 @@ SELECT o.id, o.kind, o.head, b.bytes
 
 -- name: ACK
 -- 0: it took no message out; 1: it took one; 2: it took one, and the
--- replica is owed rows (relay/plan/behind.rs), which a pass may send now.
--- One value: a statement that writes answers through spi::one alone.
+-- replica was passed over (relay/plan/behind.rs: it owes rows, or was not
+-- sent its stand-in's messages), which a pass may send it now. One value:
+-- a statement that writes answers through spi::one alone.
 WITH taken AS (DELETE FROM sync.outbox WHERE replica = $1 AND id = $2 RETURNING 1)
-    SELECT CASE WHEN count(*) = 0 THEN 0 WHEN EXISTS (SELECT 1 FROM sync.owed WHERE replica = $1) THEN 2 ELSE 1 END
+    SELECT CASE WHEN count(*) = 0 THEN 0 WHEN EXISTS (SELECT 1 FROM sync.owed WHERE replica = $1) OR EXISTS (SELECT 1 FROM sync.followers WHERE replica = $1 AND behind_since IS NOT NULL) THEN 2 ELSE 1 END
     FROM taken
 

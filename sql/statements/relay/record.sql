@@ -35,7 +35,7 @@ SELECT s.id, s.partition, s.last_sequence
 
 -- name: FOLLOWERS
 -- The followers kept up to date this pass, each with its stand-in: each
--- is sent its stand-in's messages, in its stand-in's cohort (one held back,
+-- is sent its stand-in's messages, in its stand-in's cohort (one passed over,
 -- relay/plan/behind.rs, is not among them).
 SELECT f.replica, f.stand_in, s.last_sequence, s.last_nonce
     FROM sync.followers f

@@ -171,8 +171,14 @@ fn main() {
     .unwrap();
     drain(&mut pg);
     replicas_took_everything(&mut pg);
+    // Its replicas take nothing while the backlog drains: with
+    // magic_sync.messages_ahead at its default they would be passed over
+    // after four passes (relay/plan/behind.rs), and the relay would plan
+    // for the stand-in alone. At 0 it plans and records for ten replicas
+    // that keep up, as it did before the setting.
     pg.batch_execute(&format!(
-        "ALTER DATABASE {db} SET magic_sync.notes_per_pass = {batch}"
+        "ALTER DATABASE {db} SET magic_sync.notes_per_pass = {batch}; \
+         ALTER DATABASE {db} SET magic_sync.messages_ahead = 0"
     ))
     .unwrap();
     let mut pg = cluster.connect(db);

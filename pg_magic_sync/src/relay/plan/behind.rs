@@ -11,7 +11,7 @@
 //! one message (or as few as the limits allow) where each pass would have
 //! sent one, a row changed ten times sent once.
 //!
-//! `hold_back_and_release` runs once the pass knows what its notes touched
+//! `pass_over_and_release` runs once the pass knows what its notes touched
 //! and which replicas it plans for, before any is planned;
 //! `catch_up_followers` once every replica and stand-in is planned;
 //! `after_record` once the pass recorded its messages.
@@ -20,31 +20,33 @@ use crate::relay::journal::Journaled;
 use crate::relay::scratch;
 use crate::spi;
 use crate::statements::relay::plan::behind::{
-    ANY_CATCHING_UP, ANY_OWED, CATCH_UP_JOURNAL, CAUGHT_UP, FORGET_OWED_OF_PROVISIONED,
-    FORGET_RELEASED, HELD_BACK, LEAVE_HELD_BACK, MAP_CAUGHT_UP, MAP_SKIPPED, MARK_BEHIND,
-    OWE_OLD_POINTERS, OWE_TOUCHED, RELEASED, TOUCH_OWED, VERSIONS_OWED,
+    ANY_CATCHING_UP, ANY_OWED, BEHIND, CATCH_UP_JOURNAL, CAUGHT_UP, FORGET_OWED_OF_PROVISIONED,
+    FORGET_RELEASED, LEAVE_OUT_BEHIND, MAP_CAUGHT_UP, MAP_SKIPPED, MARK_BEHIND, OWE_OLD_POINTERS,
+    OWE_TOUCHED, RELEASED, TOUCH_OWED, VERSIONS_OWED,
 };
 
-/// Holds back the replicas `ahead` messages or more behind (none when
-/// `ahead` is 0, or when `may_hold_back` is false: a declaration change's
+/// Passes over the replicas `ahead` messages or more behind, the oldest
+/// written `after_ms` ago or more (none when
+/// `ahead` is 0, or when `may_pass_over` is false: a declaration change's
 /// take-backs and rows sent again are planned for every replica), and
 /// touches for the others what they are owed, but of the tables `stopped`.
-pub fn hold_back_and_release(
+pub fn pass_over_and_release(
     journaled: &Journaled,
-    ahead: i32,
-    may_hold_back: bool,
+    (ahead, after_ms): (i32, i32),
+    may_pass_over: bool,
     stopped: &[String],
 ) {
     let owed = spi::one::<bool>(ANY_OWED, &[]).unwrap_or(false);
     if owed {
         spi::run(FORGET_OWED_OF_PROVISIONED);
     }
-    if ahead > 0 && may_hold_back && spi::run_counting(HELD_BACK, &[ahead.into()]) > 0 {
+    if ahead > 0 && may_pass_over && spi::run_counting(BEHIND, &[ahead.into(), after_ms.into()]) > 0
+    {
         let journaled = journaled.names();
         spi::run_with(OWE_TOUCHED, &[journaled.clone().into()]);
         spi::run_with(OWE_OLD_POINTERS, &[journaled.into()]);
         spi::run(MARK_BEHIND);
-        spi::run(LEAVE_HELD_BACK);
+        spi::run(LEAVE_OUT_BEHIND);
     }
     if owed && spi::run_counting(RELEASED, &[]) > 0 {
         let stopped = || stopped.to_vec().into();
@@ -64,15 +66,15 @@ pub fn catch_up_followers(journaled: &Journaled, stopped: &[String]) -> u64 {
     spi::run_counting(CATCH_UP_JOURNAL, &[])
 }
 
-/// Maps the stand-in messages a follower held back was not sent to its
+/// Maps the stand-in messages a follower passed over was not sent to its
 /// next message, and those a follower that caught up was sent the rows of
 /// to its last: it holds their rows once it applied that.
 pub fn after_record(journaled: &Journaled, stopped: &[String]) {
     if !journaled.any() {
         return;
     }
-    let held_back = spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_held_back)", &[]);
-    if held_back.unwrap_or(false) {
+    let passed_over = spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_behind)", &[]);
+    if passed_over.unwrap_or(false) {
         spi::run(MAP_SKIPPED);
     }
     if catching_up(journaled, stopped) {
@@ -81,7 +83,7 @@ pub fn after_record(journaled: &Journaled, stopped: &[String]) {
     }
 }
 
-/// Whether a follower kept up to date this pass was held back before. Not
+/// Whether a follower kept up to date this pass was passed over before. Not
 /// while a journaled table is stopped (declare/drift.rs): its rows cannot
 /// be read, and the follower catches up once it flows again (meanwhile it
 /// is sent the stand-in's messages, which the catching up repeats).

@@ -12,7 +12,7 @@
 //!   changed, for every replica or for one;
 //! - `sync_pass_old_pointers`: what pending notes say rows pointed at before
 //!   their changes;
-//! - `sync_pass_held_back`, `sync_pass_released`: the replicas far
+//! - `sync_pass_behind`, `sync_pass_released`: the replicas far
 //!   behind, planned nothing, and those that caught up, planned what they
 //!   are owed (behind.rs);
 //! - `sync_pass_plan`: per replica, the rows to send ('u') and to take back
@@ -55,7 +55,7 @@ pub struct Planned {
 /// their declarations (declare/drift.rs): their notes, rows set aside and
 /// refusals wait where they are, and no replica is provisioned meanwhile
 /// (a snapshot without them would take their rows back).
-/// `may_hold_back`: whether a replica far behind may be planned nothing
+/// `may_pass_over`: whether a replica far behind may be planned nothing
 /// this pass (behind.rs): not in a pass that takes back or sends again
 /// what a declaration changed.
 #[allow(clippy::too_many_arguments)]
@@ -67,7 +67,7 @@ pub fn plan(
     stopped_tables: &[String],
     let_go: &[String],
     resent_as_held: &[String],
-    may_hold_back: bool,
+    may_pass_over: bool,
 ) -> Planned {
     let stopped = || stopped_tables.to_vec().into();
     let notes = spi::run_counting(READ_NOTES, &[notes_per_pass.into(), stopped()]);
@@ -108,10 +108,10 @@ pub fn plan(
     if !stopped_tables.is_empty() {
         spi::run(DEFER_PROVISIONING);
     }
-    behind::hold_back_and_release(
+    behind::pass_over_and_release(
         journaled,
-        settings::MESSAGES_AHEAD.get(),
-        may_hold_back,
+        (settings::MESSAGES_AHEAD.get(), settings::BEHIND_AFTER.get()),
+        may_pass_over,
         stopped_tables,
     );
     scratch::analyze(&["sync_pass_replicas"]);

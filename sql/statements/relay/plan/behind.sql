@@ -10,16 +10,21 @@ SELECT EXISTS (SELECT 1 FROM sync.owed)
 DELETE FROM sync.owed o
     WHERE NOT EXISTS ( SELECT 1 FROM sync.replicas s WHERE s.id = o.replica AND s.live AND NOT s.provision AND s.provision_only IS NULL)
 
--- name: HELD_BACK
+-- name: BEHIND
 -- The replicas kept up to date (and, for a follower, its stand-in's last
--- message before the pass) with $1 messages or more waiting for them
--- in their outbox: not acknowledged (the queue deletes what it
--- acknowledges), nor said applied (nats keeps them until the worker's
--- checks). Not one whose build gained a column (its rows are sent again
--- this pass). Only those whose last report leaves $1 or more unapplied
--- are looked for, each in its outbox's index, $1 messages at most: what
--- waits is among what was not said applied.
-INSERT INTO sync_pass_held_back (id, follows, stand_in_last)
+-- message before the pass) with $1 messages or more waiting for them in
+-- their outbox, the oldest written $2 milliseconds ago or more
+-- (magic_sync.behind_after, a second by default): not acknowledged
+-- (the queue deletes what it acknowledges), nor said applied (nats keeps
+-- them until the worker's checks). A register that keeps up acknowledges
+-- at once, and says what it applied within its loop's report_after (100
+-- ms): over nats, a few passes in that time leave it $1 behind by its
+-- reports alone, and it is not passed over for that. Not one whose build
+-- gained a column (its rows are sent again this pass). Only those whose
+-- last report leaves $1 or more unapplied are looked for, each in its
+-- outbox's index, $1 messages at most: what waits is among what was not
+-- said applied.
+INSERT INTO sync_pass_behind (id, follows, stand_in_last)
     SELECT r.id, i.last_sequence IS NOT NULL, i.last_sequence
     FROM sync_pass_replicas r
     LEFT
@@ -29,17 +34,17 @@ INSERT INTO sync_pass_held_back (id, follows, stand_in_last)
     JOIN sync.replicas s ON s.id = r.id
     CROSS
     JOIN LATERAL (SELECT CASE WHEN s.applied_epoch IS NOT DISTINCT FROM s.epoch THEN s.applied_sequence ELSE 0 END AS applied) AS a
-    WHERE NOT r.provision AND s.last_sequence - a.applied >= $1 AND ( SELECT count(*) FROM ( SELECT 1 FROM sync.outbox o WHERE o.replica = r.id AND o.position > a.applied AND o.kind <> 'filed' LIMIT $1) AS w) >= $1 AND NOT EXISTS (SELECT 1 FROM sync_pass_resent x WHERE x.replica IS NULL OR x.replica = r.id)
+    WHERE NOT r.provision AND s.last_sequence - a.applied >= $1 AND ( SELECT count(*) FROM ( SELECT 1 FROM sync.outbox o WHERE o.replica = r.id AND o.position > a.applied AND o.kind <> 'filed' LIMIT $1) AS w) >= $1 AND ( SELECT o.written_at FROM sync.outbox o WHERE o.replica = r.id AND o.position > a.applied AND o.kind <> 'filed' ORDER BY o.position LIMIT 1) <= now() - make_interval(secs => $2 / 1000.0) AND NOT EXISTS (SELECT 1 FROM sync_pass_resent x WHERE x.replica IS NULL OR x.replica = r.id)
 
 -- name: OWE_TOUCHED
--- What each replica held back is owed: the rows touched, for every replica
+-- What each replica passed over is owed: the rows touched, for every replica
 -- or for it, each with the newest note of it the pass saw (0: none); not
 -- the journaled tables ($1) of a follower, which its stand-in's messages
 -- bring it still (left out before the join: a pass of journaled changes
 -- alone owes followers nothing, and pairs none with them).
 INSERT INTO sync.owed (replica, table_name, key, note)
     SELECT o.replica, o.table_name, o.key, max(coalesce(c.note, 0))
-    FROM ( SELECT h.id AS replica, t.table_name, t.key FROM sync_pass_held_back h CROSS JOIN sync_pass_touched t WHERE t.replica IS NULL AND NOT h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_held_back h CROSS JOIN ( SELECT table_name, key FROM sync_pass_touched WHERE replica IS NULL AND table_name <> ALL ($1::text[])) AS t WHERE h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_held_back h JOIN sync_pass_touched t ON t.replica = h.id WHERE NOT (h.follows AND t.table_name = ANY ($1::text[]))) AS o
+    FROM ( SELECT h.id AS replica, t.table_name, t.key FROM sync_pass_behind h CROSS JOIN sync_pass_touched t WHERE t.replica IS NULL AND NOT h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_behind h CROSS JOIN ( SELECT table_name, key FROM sync_pass_touched WHERE replica IS NULL AND table_name <> ALL ($1::text[])) AS t WHERE h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_behind h JOIN sync_pass_touched t ON t.replica = h.id WHERE NOT (h.follows AND t.table_name = ANY ($1::text[]))) AS o
     LEFT
     JOIN sync_pass_changed c ON c.table_name = o.table_name AND c.key = o.key
     GROUP BY o.replica, o.table_name, o.key
@@ -50,24 +55,24 @@ INSERT INTO sync.owed (replica, table_name, key, note)
 -- parent held only for a row that moved away is taken back then.
 INSERT INTO sync.owed (replica, table_name, key, note)
     SELECT DISTINCT h.id, o.parent, o.parent_key, 0::bigint
-    FROM sync_pass_held_back h
+    FROM sync_pass_behind h
     CROSS
     JOIN sync_pass_old_pointers o
     WHERE NOT (h.follows AND o.parent = ANY ($1::text[]))
     ON CONFLICT (replica, table_name, key) DO NOTHING
 
 -- name: MARK_BEHIND
--- A follower held back is sent none of its stand-in's messages: the last
+-- A follower passed over is sent none of its stand-in's messages: the last
 -- it was sent, kept from the pass that first held it back.
 UPDATE sync.followers f
     SET behind_since = h.stand_in_last
-    FROM sync_pass_held_back h
+    FROM sync_pass_behind h
     WHERE f.replica = h.id AND h.follows AND f.behind_since IS NULL
 
--- name: LEAVE_HELD_BACK
+-- name: LEAVE_OUT_BEHIND
 -- Nothing is planned or sent them this pass.
 DELETE FROM sync_pass_replicas r
-    USING sync_pass_held_back h
+    USING sync_pass_behind h
     WHERE r.id = h.id
 
 -- name: RELEASED
@@ -90,7 +95,7 @@ INSERT INTO sync_pass_touched (replica, table_name, key)
 -- name: VERSIONS_OWED
 -- With the newest note of each, where this pass read none: a row held at
 -- an older version is sent (incremental.sql, PLAN_SENDS). For any replica
--- the note is the row's newest: one that was not held back was sent it.
+-- the note is the row's newest: one not passed over was sent it.
 INSERT INTO sync_pass_changed (table_name, key, note)
     SELECT o.table_name, o.key, max(o.note)
     FROM sync.owed o
@@ -104,7 +109,7 @@ DELETE FROM sync.owed o
     WHERE o.replica = r.id AND o.table_name <> ALL ($1::text[])
 
 -- name: CATCH_UP_JOURNAL
--- A follower kept up to date again after it was held back is sent, as rows
+-- A follower kept up to date again after it was passed over is sent, as rows
 -- of its own plan, what its stand-in's messages it was not sent changed:
 -- each row sent after behind_since and held, and each it held then that
 -- is leaving, as the stand-in holds them now; not those the stand-in's
@@ -117,13 +122,13 @@ INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     WHERE f.behind_since IS NOT NULL AND ( h.leaving IS NULL AND h.sent > f.behind_since OR h.leaving > f.behind_since AND h.sent <= f.behind_since) AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = f.stand_in AND p.table_name = h.table_name AND p.key = h.key)
 
 -- name: MAP_SKIPPED
--- Once the pass recorded: each stand-in message a follower held back was
+-- Once the pass recorded: each stand-in message a follower passed over was
 -- not sent is mapped to its next message, the one that will carry what it
 -- changed (the journal keeps a row leaving until every follower's message
 -- that takes it back is applied: sql/journal.sql).
 INSERT INTO sync.follower_messages (replica, stand_in_sequence, sequence)
     SELECT h.id, g.s, r.last_sequence + 1
-    FROM sync_pass_held_back h
+    FROM sync_pass_behind h
     JOIN sync.followers f ON f.replica = h.id
     JOIN sync.stand_ins i ON i.id = f.stand_in
     JOIN sync.replicas r ON r.id = h.id
