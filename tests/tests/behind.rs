@@ -462,9 +462,33 @@ fn a_follower_far_behind_is_sent_what_the_journal_changed_with_what_it_is_owed_i
         assert_eq!(owed_to(&mut shop, &late), owed, "pass {n}");
     }
     assert!(owed > 0);
+    // Its digests go with the report below, as if an hour had passed since
+    // it last said them (the replica's own clock), and the server compares
+    // them, as if ten minutes had passed since it last did. One passed over
+    // has applied all it was sent, and what the server records for it (its
+    // stand-in's rows) is more: they must not be compared then.
+    late.connection()
+        .execute("UPDATE sync_state SET digests_at = 0 WHERE id = 1", [])
+        .unwrap();
+    shop.run(&format!(
+        "UPDATE sync.replicas SET digests_at = NULL WHERE id = '{me}'"
+    ));
     let waited = take_each(&mut shop, &mut late, usize::MAX);
     assert_eq!(waited.len() as i64, waiting);
     shop.relay();
+    let provisioned_again: i64 = shop
+        .pg
+        .query_one(
+            "SELECT count(*) FROM sync.replicas WHERE id = $1 \
+             AND (provision OR digests_provisioned_at IS NOT NULL)",
+            &[&me],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        provisioned_again, 0,
+        "its digests, said while behind, not compared"
+    );
     let caught_up = take_each(&mut shop, &mut late, usize::MAX);
     assert_eq!(
         caught_up,

@@ -104,7 +104,7 @@ pub fn record_pass(starts: bool, notes: Option<i32>) -> serde_json::Value {
     } else {
         record::Recorded::default()
     };
-    plan::behind::after_record(&journaled, &stopped);
+    plan::behind::after_record(planned.behind, &journaled);
     steps.end("record");
     if !recorded.unsendable.is_empty() {
         let rows: Vec<serde_json::Value> =

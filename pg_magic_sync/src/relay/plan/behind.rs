@@ -20,28 +20,49 @@ use crate::relay::journal::Journaled;
 use crate::relay::scratch;
 use crate::spi;
 use crate::statements::relay::plan::behind::{
-    ANY_CATCHING_UP, ANY_OWED, BEHIND, CATCH_UP_JOURNAL, CAUGHT_UP, FORGET_OWED_OF_PROVISIONED,
+    ANY_CATCHING_UP, BEHIND, CATCH_UP_JOURNAL, CAUGHT_UP, FORGET_OWED_OF_PROVISIONED,
     FORGET_RELEASED, LEAVE_OUT_BEHIND, MAP_CAUGHT_UP, MAP_SKIPPED, MARK_BEHIND, OWE_OLD_POINTERS,
-    OWE_TOUCHED, RELEASED, TOUCH_OWED, VERSIONS_OWED,
+    OWE_TOUCHED, PASSED_OVER_BEFORE, RELEASED, TOUCH_OWED, VERSIONS_OWED,
 };
 
+/// What a pass found of the replicas far behind, for its later steps.
+#[derive(Clone, Copy, Default)]
+pub struct Behind {
+    /// Some replica was passed over this pass.
+    passed_over: bool,
+    /// Some follower was passed over before this pass (it may catch up).
+    followers_behind: bool,
+    /// Some follower kept up to date this pass catches up.
+    catching_up: bool,
+}
+
 /// Passes over the replicas `ahead` messages or more behind, the oldest
-/// written `after_ms` ago or more (none when
-/// `ahead` is 0, or when `may_pass_over` is false: a declaration change's
-/// take-backs and rows sent again are planned for every replica), and
-/// touches for the others what they are owed, but of the tables `stopped`.
+/// written `after_ms` ago or more (none when `ahead` is 0, or when
+/// `may_pass_over` is false: a declaration change's take-backs and rows
+/// sent again are planned for every replica), and touches for the others
+/// what they are owed, but of the tables `stopped`. Most passes find
+/// nothing owed and no one behind: two statements.
 pub fn pass_over_and_release(
     journaled: &Journaled,
     (ahead, after_ms): (i32, i32),
     may_pass_over: bool,
     stopped: &[String],
-) {
-    let owed = spi::one::<bool>(ANY_OWED, &[]).unwrap_or(false);
+) -> Behind {
+    let (owed, followers_behind) = spi::select(PASSED_OVER_BEFORE, Some(1), &[], |mut rows| {
+        rows.next().map_or((false, false), |row| {
+            (
+                spi::column::<bool>(&row, 1, "rows owed"),
+                spi::column::<bool>(&row, 2, "followers behind"),
+            )
+        })
+    });
     if owed {
         spi::run(FORGET_OWED_OF_PROVISIONED);
     }
-    if ahead > 0 && may_pass_over && spi::run_counting(BEHIND, &[ahead.into(), after_ms.into()]) > 0
-    {
+    let passed_over = ahead > 0
+        && may_pass_over
+        && spi::run_counting(BEHIND, &[ahead.into(), after_ms.into()]) > 0;
+    if passed_over {
         let journaled = journaled.names();
         spi::run_with(OWE_TOUCHED, &[journaled.clone().into()]);
         spi::run_with(OWE_OLD_POINTERS, &[journaled.into()]);
@@ -55,40 +76,38 @@ pub fn pass_over_and_release(
         spi::run_with(FORGET_RELEASED, &[stopped()]);
         scratch::analyze(&["sync_pass_touched", "sync_pass_changed"]);
     }
+    Behind {
+        passed_over,
+        followers_behind,
+        catching_up: false,
+    }
 }
 
 /// Plans for each follower kept up to date again what the stand-in's
-/// messages it was not sent changed. Answers how many rows.
-pub fn catch_up_followers(journaled: &Journaled, stopped: &[String]) -> u64 {
-    if !catching_up(journaled, stopped) {
-        return 0;
+/// messages it was not sent changed. Answers how many rows. Not while a
+/// journaled table is stopped (declare/drift.rs): its rows cannot be read,
+/// and the follower catches up once it flows again (meanwhile it is sent
+/// the stand-in's messages, which the catching up repeats).
+pub fn catch_up_followers(behind: &mut Behind, journaled: &Journaled, stopped: &[String]) -> u64 {
+    behind.catching_up = behind.followers_behind
+        && journaled.any()
+        && !stopped.iter().any(|t| journaled.contains(t))
+        && spi::one::<bool>(ANY_CATCHING_UP, &[]).unwrap_or(false);
+    match behind.catching_up {
+        true => spi::run_counting(CATCH_UP_JOURNAL, &[]),
+        false => 0,
     }
-    spi::run_counting(CATCH_UP_JOURNAL, &[])
 }
 
 /// Maps the stand-in messages a follower passed over was not sent to its
 /// next message, and those a follower that caught up was sent the rows of
 /// to its last: it holds their rows once it applied that.
-pub fn after_record(journaled: &Journaled, stopped: &[String]) {
-    if !journaled.any() {
-        return;
-    }
-    let passed_over = spi::one::<bool>("SELECT EXISTS (SELECT 1 FROM sync_pass_behind)", &[]);
-    if passed_over.unwrap_or(false) {
+pub fn after_record(behind: Behind, journaled: &Journaled) {
+    if behind.passed_over && journaled.any() {
         spi::run(MAP_SKIPPED);
     }
-    if catching_up(journaled, stopped) {
+    if behind.catching_up {
         spi::run(MAP_CAUGHT_UP);
         spi::run(CAUGHT_UP);
     }
-}
-
-/// Whether a follower kept up to date this pass was passed over before. Not
-/// while a journaled table is stopped (declare/drift.rs): its rows cannot
-/// be read, and the follower catches up once it flows again (meanwhile it
-/// is sent the stand-in's messages, which the catching up repeats).
-fn catching_up(journaled: &Journaled, stopped: &[String]) -> bool {
-    journaled.any()
-        && !stopped.iter().any(|t| journaled.contains(t))
-        && spi::one::<bool>(ANY_CATCHING_UP, &[]).unwrap_or(false)
 }

@@ -43,6 +43,8 @@ pub struct Planned {
     /// Whether any replica is sent anything: one being provisioned is sent
     /// its snapshot's end at least.
     pub anything: bool,
+    /// What it found of the replicas far behind, for after recording.
+    pub behind: behind::Behind,
 }
 
 /// Reads the pending notes and works out what every live replica is sent.
@@ -108,7 +110,7 @@ pub fn plan(
     if !stopped_tables.is_empty() {
         spi::run(DEFER_PROVISIONING);
     }
-    behind::pass_over_and_release(
+    let mut behind = behind::pass_over_and_release(
         journaled,
         (settings::MESSAGES_AHEAD.get(), settings::BEHIND_AFTER.get()),
         may_pass_over,
@@ -117,7 +119,7 @@ pub fn plan(
     scratch::analyze(&["sync_pass_replicas"]);
     let provisioning = snapshot::plan_snapshots(tables, journaled);
     let changes = incremental::plan_changes(tables, journaled)
-        + behind::catch_up_followers(journaled, stopped_tables);
+        + behind::catch_up_followers(&mut behind, journaled, stopped_tables);
     let taken_back = match let_go.is_empty() {
         true => 0,
         false => spi::run_counting(TAKE_BACK_LET_GO, &[let_go.to_vec().into()]),
@@ -130,6 +132,7 @@ pub fn plan(
     Planned {
         notes: (notes + group_notes) as i64,
         anything: provisioning || changes + taken_back + resent > 0,
+        behind,
     }
 }
 

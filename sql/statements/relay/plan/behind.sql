@@ -1,8 +1,10 @@
 -- The fixed statements of pg_magic_sync/src/relay/plan/behind.rs, by name: the build
 -- makes each a constant of crate::statements::relay::plan::behind (build.rs).
 
--- name: ANY_OWED
-SELECT EXISTS (SELECT 1 FROM sync.owed)
+-- name: PASSED_OVER_BEFORE
+-- Whether a replica owes rows, and whether a follower was not sent its
+-- stand-in's messages: what the rest of this file has to do.
+SELECT EXISTS (SELECT 1 FROM sync.owed), EXISTS (SELECT 1 FROM sync.followers WHERE behind_since IS NOT NULL)
 
 -- name: FORGET_OWED_OF_PROVISIONED
 -- A replica provisioned, or no longer live, owes nothing: a snapshot sends
@@ -39,9 +41,9 @@ INSERT INTO sync_pass_behind (id, follows, stand_in_last)
 -- name: OWE_TOUCHED
 -- What each replica passed over is owed: the rows touched, for every replica
 -- or for it, each with the newest note of it the pass saw (0: none); not
--- the journaled tables ($1) of a follower, which its stand-in's messages
--- bring it still (left out before the join: a pass of journaled changes
--- alone owes followers nothing, and pairs none with them).
+-- the journaled tables ($1) of a follower, which its catching up sends it
+-- from the stand-in's rows (left out before the join: a pass of journaled
+-- changes alone owes followers nothing, and pairs none with them).
 INSERT INTO sync.owed (replica, table_name, key, note)
     SELECT o.replica, o.table_name, o.key, max(coalesce(c.note, 0))
     FROM ( SELECT h.id AS replica, t.table_name, t.key FROM sync_pass_behind h CROSS JOIN sync_pass_touched t WHERE t.replica IS NULL AND NOT h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_behind h CROSS JOIN ( SELECT table_name, key FROM sync_pass_touched WHERE replica IS NULL AND table_name <> ALL ($1::text[])) AS t WHERE h.follows UNION ALL SELECT h.id, t.table_name, t.key FROM sync_pass_behind h JOIN sync_pass_touched t ON t.replica = h.id WHERE NOT (h.follows AND t.table_name = ANY ($1::text[]))) AS o
@@ -63,7 +65,7 @@ INSERT INTO sync.owed (replica, table_name, key, note)
 
 -- name: MARK_BEHIND
 -- A follower passed over is sent none of its stand-in's messages: the last
--- it was sent, kept from the pass that first held it back.
+-- it was sent, kept from the pass that first passed it over.
 UPDATE sync.followers f
     SET behind_since = h.stand_in_last
     FROM sync_pass_behind h
