@@ -250,7 +250,12 @@ LANGUAGE sql STABLE AS $$
             WHEN f.refused > 0 OR f.kept > 0 OR f.drift THEN 'awaiting_fix'
             WHEN f.failures IS NOT NULL THEN 'unreachable'
             WHEN f.stalled THEN 'stalled'
+            -- Passed over far behind (relay/plan/behind.rs): what it missed
+            -- is sent it by the next pass, its outbox empty meanwhile.
             WHEN f.pending > 0 OR f.owed > 0 OR f.unconfirmed OR f.provisioning OR f.backlog
+                 OR EXISTS (SELECT 1 FROM sync.owed w WHERE w.replica = f.id)
+                 OR EXISTS (SELECT 1 FROM sync.followers fl
+                            WHERE fl.replica = f.id AND fl.behind_since IS NOT NULL)
                  OR f.set_aside > 0 OR f.held_back > 0 OR f.waiting > 0
                  OR f.wishes_pending > 0 THEN 'catching_up'
             ELSE 'synced'

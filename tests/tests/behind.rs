@@ -442,10 +442,13 @@ fn a_follower_far_behind_is_sent_what_the_journal_changed_with_what_it_is_owed_i
              INSERT INTO shop.notes_for (id, register_id, text) \
              VALUES (gen_random_uuid(), '{me}', 'note {n:02}')"
         ));
-        // The journal, meanwhile, takes a product back, and sends one that
-        // it takes back again before the register is back.
+        // The journal, meanwhile, takes a product back, changes one and
+        // takes it back, and sends one that it takes back again before the
+        // register is back.
         match n {
+            7 => shop.run("UPDATE shop.products SET price_cents = 7 WHERE name = 'P3'"),
             8 => shop.run("DELETE FROM shop.products WHERE name = 'P10'"),
+            10 => shop.run("DELETE FROM shop.products WHERE name = 'P3'"),
             9 => shop.run(
                 "INSERT INTO shop.products (id, name, price_cents) VALUES (gen_random_uuid(), 'P11', 1)",
             ),
@@ -492,8 +495,10 @@ fn a_follower_far_behind_is_sent_what_the_journal_changed_with_what_it_is_owed_i
     let caught_up = take_each(&mut shop, &mut late, usize::MAX);
     assert_eq!(
         caught_up,
-        vec![owed as usize + 2],
-        "in one message: its notes owed, P1 as it is and P10 taken back (P11 came and went)"
+        vec![owed as usize + 4],
+        "in one message: its notes owed, P1 as it is, and the take-backs of P10, of P3 \
+         (changed, then taken back, while it was away) and of P11 (sent and taken back \
+         while it was away: a take-back of nothing it holds)"
     );
     assert_eq!(held_by(&late), shop.products());
     // The journal lets go of nothing the follower has not applied, and it

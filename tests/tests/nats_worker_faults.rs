@@ -358,6 +358,11 @@ struct CameBack {
 /// `away_past_the_bound_over_nats`.
 const MESSAGES_BOUND: i64 = 3;
 
+/// The outbox's bounds are what a register away reaches only when it is
+/// never passed over (`magic_sync.messages_ahead` 0): passed over, it keeps
+/// four messages waiting however long it is away (tests/behind.rs).
+const AWAY_FOR_GOOD: &str = "magic_sync.messages_ahead=0";
+
 fn away_past_the_bound_over_nats() -> CameBack {
     let nats = nats_server::start();
     let mut shop = shop_over(
@@ -365,6 +370,9 @@ fn away_past_the_bound_over_nats() -> CameBack {
         &[
             SEND_TIMEOUT,
             &format!("magic_sync.outbox_messages={MESSAGES_BOUND}"),
+            // Never passed over: a register away would keep four messages
+            // waiting and never reach the bound (tests/behind.rs).
+            AWAY_FOR_GOOD,
         ],
     );
     let (id, file, device) =
@@ -513,7 +521,7 @@ fn six_changes_of_400_bytes_each(shop: &mut Shop, register: Uuid, until: UntilEa
 /// (with nats it drains into the stream, which bounds messages only).
 #[test]
 fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() {
-    let mut shop = shop_over_the_queue(&["magic_sync.outbox_bytes=1kB"]);
+    let mut shop = shop_over_the_queue(&["magic_sync.outbox_bytes=1kB", AWAY_FOR_GOOD]);
     let (id, file, device) = one_register_holding_tea(&mut shop, start_queue_register);
     let provisioned = snapshot_of(&mut shop, id);
 
@@ -575,7 +583,10 @@ fn an_outbox_past_its_byte_bound_is_dropped_and_the_replica_provisioned_again() 
 #[test]
 fn over_nats_a_register_away_past_the_byte_bound_is_provisioned_again_with_an_alarm() {
     let nats = nats_server::start();
-    let mut shop = shop_over(&nats.url(), &[SEND_TIMEOUT, "magic_sync.outbox_bytes=1kB"]);
+    let mut shop = shop_over(
+        &nats.url(),
+        &[SEND_TIMEOUT, "magic_sync.outbox_bytes=1kB", AWAY_FOR_GOOD],
+    );
     let (id, file, device) =
         one_register_holding_tea(&mut shop, |_, replica| start_register(&nats.url(), replica));
     let provisioned = snapshot_of(&mut shop, id);

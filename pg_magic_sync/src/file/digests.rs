@@ -30,10 +30,12 @@ use crate::message::row::Travel;
 use crate::spi::{self, to_pg};
 
 const TEN_MINUTES: f64 = 600.0;
+const A_DAY: f64 = 86_400.0;
 
+/// Whether the replica was passed over far behind (relay/plan/behind.rs):
+/// it owes rows, or was not sent its stand-in's messages.
 const PASSED_OVER: &str = "SELECT EXISTS (SELECT 1 FROM sync.owed WHERE replica = $1) \
      OR EXISTS (SELECT 1 FROM sync.followers WHERE replica = $1 AND behind_since IS NOT NULL)";
-const A_DAY: f64 = 86_400.0;
 
 /// Whether the replica has applied every message recorded for it, as the
 /// Up says it: the chain's epoch, its last sequence and nonce, sealed (the

@@ -113,15 +113,20 @@ DELETE FROM sync.owed o
 -- name: CATCH_UP_JOURNAL
 -- A follower kept up to date again after it was passed over is sent, as rows
 -- of its own plan, what its stand-in's messages it was not sent changed:
--- each row sent after behind_since and held, and each it held then that
--- is leaving, as the stand-in holds them now; not those the stand-in's
--- message of this pass carries, which it is sent too (relay/record).
+-- each row sent after behind_since and held, as the stand-in holds it now,
+-- and the take-back of each row taken back since; not those the stand-in's
+-- message of this pass carries, which it is sent too (relay/record). A row
+-- taken back is taken back whether or not the follower held it: the
+-- message that last sent it tells not whether an older version of it was
+-- the follower's (found by the NATS fault loop: a product changed, then
+-- deleted, while a register was passed over stayed on it), and the
+-- take-back of a row a replica lacks changes nothing.
 INSERT INTO sync_pass_plan (replica, table_name, key, op, note)
     SELECT f.replica, h.table_name, h.key, CASE WHEN h.leaving IS NULL THEN 'u' ELSE 'd' END, h.note
     FROM sync.followers f
     JOIN sync_pass_current c ON c.id = f.replica
     JOIN sync.held_recorded h ON h.replica = f.stand_in
-    WHERE f.behind_since IS NOT NULL AND ( h.leaving IS NULL AND h.sent > f.behind_since OR h.leaving > f.behind_since AND h.sent <= f.behind_since) AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = f.stand_in AND p.table_name = h.table_name AND p.key = h.key)
+    WHERE f.behind_since IS NOT NULL AND ( h.leaving IS NULL AND h.sent > f.behind_since OR h.leaving > f.behind_since) AND NOT EXISTS ( SELECT 1 FROM sync_pass_plan p WHERE p.replica = f.stand_in AND p.table_name = h.table_name AND p.key = h.key)
 
 -- name: MAP_SKIPPED
 -- Once the pass recorded: each stand-in message a follower passed over was
