@@ -10,8 +10,11 @@
 mod common;
 #[path = "common/device.rs"]
 mod device;
+#[path = "common/filing_shop.rs"]
+mod filing_shop;
 
 use common::*;
+use filing_shop::rows_by_register;
 use magic_sync_proto::wire::to_replica::Body;
 use magic_sync_proto::wire::ToReplica;
 use magic_sync_replica::{Received, Replica, Settings, Table, Tables};
@@ -47,15 +50,21 @@ const REGISTER_LABELS: &str = "
         text        TEXT NOT NULL);
 ";
 
-fn open_labelled_register(shop: &mut Shop, name: &str) -> Replica {
+/// A register of the products and one more catalog table, `table`, whose
+/// SQLite schema is `schema`.
+fn open_register_with(shop: &mut Shop, name: &str, table: &str, schema: &str) -> Replica {
     let me = shop.add_register(name);
-    let register = open_replica(
+    open_replica(
         &shop.file_of(me),
-        &format!("{REGISTER_SCHEMA}{REGISTER_LABELS}"),
-        Tables::new(vec![Table::catalog("products"), Table::catalog("labels")]),
+        &format!("{REGISTER_SCHEMA}{schema}"),
+        Tables::new(vec![Table::catalog("products"), Table::catalog(table)]),
         me,
         Settings::default(),
-    );
+    )
+}
+
+fn open_labelled_register(shop: &mut Shop, name: &str) -> Replica {
+    let register = open_register_with(shop, name, "labels", REGISTER_LABELS);
     log_prices_applied(&register);
     register
 }
@@ -161,25 +170,10 @@ fn labels_of_server(shop: &mut Shop) -> Vec<(Uuid, Uuid, String)> {
 }
 
 fn labels_held(register: &Replica) -> Vec<(Uuid, Uuid, String)> {
-    let conn = register.connection();
-    let mut statement = conn
-        .prepare("SELECT id, product_id, text FROM labels")
-        .unwrap();
-    let mut rows: Vec<(Uuid, Uuid, String)> = statement
-        .query_map([], |r| {
-            let id: Vec<u8> = r.get(0)?;
-            let product: Vec<u8> = r.get(1)?;
-            Ok((
-                Uuid::from_slice(&id).unwrap(),
-                Uuid::from_slice(&product).unwrap(),
-                r.get(2)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    rows.sort();
-    rows
+    rows_by_register(
+        register.connection(),
+        "SELECT id, product_id, text FROM labels",
+    )
 }
 
 /// The register holds the server's products and labels, column for column,
@@ -407,17 +401,8 @@ fn a_follower_far_behind_is_sent_what_the_journal_changed_with_what_it_is_owed_i
         "INSERT INTO shop.products (id, name, price_cents) \
          SELECT gen_random_uuid(), 'P' || i, 100 FROM generate_series(1, 10) AS i",
     );
-    let me = shop.add_register("Late");
-    let mut late = open_replica(
-        &shop.file_of(me),
-        &format!("{REGISTER_SCHEMA}{REGISTER_NOTES}"),
-        Tables::new(vec![
-            Table::catalog("products"),
-            Table::catalog("notes_for"),
-        ]),
-        me,
-        Settings::default(),
-    );
+    let mut late = open_register_with(&mut shop, "Late", "notes_for", REGISTER_NOTES);
+    let me = late.me();
     shop.relay();
     take_each(&mut shop, &mut late, usize::MAX);
     shop.relay();
