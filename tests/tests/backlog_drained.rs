@@ -10,10 +10,7 @@
 mod common;
 
 use common::*;
-use magic_sync_proto::wire::to_replica::Body;
-use magic_sync_proto::wire::ToReplica;
 use magic_sync_replica::Replica;
-use prost::Message;
 
 /// Products the backlog changes, each as often as the others.
 const PRODUCTS: i64 = 1_000;
@@ -44,12 +41,7 @@ fn take_within_the_limits(shop: &mut Shop, register: &mut Replica) -> usize {
             "a message of {} bytes, past the limit of {MESSAGE_BYTES}",
             bytes.len()
         );
-        if let Some(Body::Down(down)) = ToReplica::decode(bytes.as_slice()).unwrap().body {
-            let carried: usize = down
-                .tables
-                .iter()
-                .map(|t| t.upserts.len() + t.deletes.len())
-                .sum();
+        if let Some(carried) = rows_of_down(&bytes) {
             assert!(
                 carried <= MESSAGE_ROWS,
                 "a message of {carried} rows, past the limit of {MESSAGE_ROWS}"

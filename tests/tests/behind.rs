@@ -15,10 +15,7 @@ mod filing_shop;
 
 use common::*;
 use filing_shop::rows_by_register;
-use magic_sync_proto::wire::to_replica::Body;
-use magic_sync_proto::wire::ToReplica;
 use magic_sync_replica::{Received, Replica, Settings, Table, Tables};
-use prost::Message;
 use uuid::Uuid;
 
 /// The default of `magic_sync.messages_ahead`.
@@ -134,12 +131,7 @@ fn owed_to(shop: &mut Shop, register: &Replica) -> i64 {
 fn take_each(shop: &mut Shop, register: &mut Replica, rows_at_most: usize) -> Vec<usize> {
     let mut carried = Vec::new();
     while let Some((id, bytes)) = next(&mut shop.pg, register) {
-        if let Some(Body::Down(down)) = ToReplica::decode(bytes.as_slice()).unwrap().body {
-            let rows: usize = down
-                .tables
-                .iter()
-                .map(|t| t.upserts.len() + t.deletes.len())
-                .sum();
+        if let Some(rows) = rows_of_down(&bytes) {
             assert!(
                 rows <= rows_at_most,
                 "a message of {rows} rows, past the limit of {rows_at_most}"

@@ -246,3 +246,20 @@ pub fn assert_each_holds_the_servers_products(shop: &mut Shop, registers: &[Repl
         );
     }
 }
+
+/// The rows (upserts and deletes) a `ToReplica` message carries, when it is
+/// a `Down`; None for any other message.
+pub fn rows_of_down(bytes: &[u8]) -> Option<usize> {
+    use magic_sync_proto::wire::to_replica::Body;
+    use magic_sync_proto::wire::ToReplica;
+    use prost::Message;
+    match ToReplica::decode(bytes).expect("a ToReplica").body {
+        Some(Body::Down(down)) => Some(
+            down.tables
+                .iter()
+                .map(|t| t.upserts.len() + t.deletes.len())
+                .sum(),
+        ),
+        _ => None,
+    }
+}
